@@ -1,0 +1,224 @@
+"""The event contract: input events the core consumes and the decisions it emits.
+
+Every event is a frozen :class:`msgspec.Struct` tagged by a ``type`` field with a
+snake_case name. The wire names are a contract with outside tools: fields may be
+added (optional, with defaults), never renamed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, TypeAlias
+
+
+from msgspec import Meta, Struct
+
+__all__ = [
+    "Decision",
+    "EventRejected",
+    "HostSlots",
+    "InputEvent",
+    "JobAllocated",
+    "JobCancelled",
+    "JobFinished",
+    "JobPended",
+    "JobRejected",
+    "JobSubmitted",
+    "QueueConfig",
+    "SessionBegin",
+    "SessionEnd",
+    "SharedResource",
+    "WireEvent",
+    "WorkerDown",
+    "WorkerRemoved",
+    "WorkerUp",
+]
+
+Name = Annotated[str, Meta(min_length=1, max_length=4096)]
+NonNegInt = Annotated[int, Meta(ge=0)]
+PosInt = Annotated[int, Meta(ge=1)]
+NonNegFloat = Annotated[float, Meta(ge=0)]
+AttrValue: TypeAlias = str | bool | int | float
+
+
+class _Event(Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=False):
+    """Base of every wire event (tag field ``type``)."""
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+class WorkerUp(_Event, tag="worker_up"):
+    """Register a worker, or replace its definition; the worker becomes usable.
+
+    ``attrs`` are static host attributes (``type``, ``model``, ``ncpus``, boolean
+    resources such as ``bigmem: true``); ``resources`` are consumable totals
+    (``mem``, ``tmp``, ``gpu``...). Redefining a worker that runs jobs keeps their
+    claims; its capacity may then be below what is in use until they finish.
+    """
+
+    name: Name
+    slots: NonNegInt
+    attrs: dict[str, AttrValue] = {}
+    resources: dict[str, NonNegFloat] = {}
+
+
+class WorkerDown(_Event, tag="worker_down"):
+    """Mark a worker unusable for new work; jobs running there keep their claims."""
+
+    name: Name
+
+
+class WorkerRemoved(_Event, tag="worker_removed"):
+    """Forget a worker. Refused (``event_rejected``) while jobs still run on it."""
+
+    name: Name
+
+
+class SharedResource(_Event, tag="shared_resource"):
+    """Define or resize a cluster-wide consumable (e.g. a licence pool)."""
+
+    name: Name
+    total: NonNegFloat
+
+
+class JobSubmitted(_Event, tag="job_submitted"):
+    """A new pending job. ``resreq`` is an LSF-style resource requirement string."""
+
+    job_id: Name
+    user: str = ""
+    queue: str = ""
+    project: str = ""
+    priority: int = 0
+    submit_time: float = 0.0
+    min_tasks: PosInt = 1
+    max_tasks: PosInt = 1
+    resreq: str = ""
+
+
+class JobFinished(_Event, tag="job_finished"):
+    """A running job ended; everything it held is freed."""
+
+    job_id: Name
+
+
+class JobCancelled(_Event, tag="job_cancelled"):
+    """A pending or running job is withdrawn; everything it held is freed."""
+
+    job_id: Name
+
+
+class QueueConfig(_Event, tag="queue_config"):
+    """Define a queue's priority and, optionally, the picker that orders its jobs."""
+
+    name: str
+    priority: int = 0
+    picker: str | None = None
+
+
+class SessionBegin(_Event, tag="session_begin"):
+    """Run a scheduling session now."""
+
+
+InputEvent: TypeAlias = (
+    WorkerUp
+    | WorkerDown
+    | WorkerRemoved
+    | SharedResource
+    | JobSubmitted
+    | JobFinished
+    | JobCancelled
+    | QueueConfig
+    | SessionBegin
+)
+
+# --------------------------------------------------------------------------- decisions
+
+
+class HostSlots(Struct, frozen=True, kw_only=True):
+    """One host of an allocation and the number of slots (tasks) placed on it."""
+
+    host: str
+    slots: int
+
+
+class JobAllocated(_Event, tag="job_allocated"):
+    """The job starts on ``hosts`` (in allocation order)."""
+
+    session: int
+    job_id: str
+    hosts: list[HostSlots]
+
+
+class JobPended(_Event, tag="job_pended"):
+    """The job stays pending. ``reason`` is a category, ``detail`` a readable breakdown.
+
+    ``cached`` is true when the unsatisfiable-requirement cache settled the job
+    without running an allocator (the category is the original miss's).
+    """
+
+    session: int
+    job_id: str
+    reason: str
+    detail: str = ""
+    cached: bool = False
+
+
+class JobRejected(_Event, tag="job_rejected"):
+    """The job can never run as submitted (bad resreq, impossible task counts)."""
+
+    job_id: str
+    error: str
+
+
+class EventRejected(_Event, tag="event_rejected"):
+    """An input event was malformed or inconsistent with the state; it was skipped.
+
+    ``index`` is the event's 0-based position in the input stream (or -1 when
+    unknown); ``line`` the 1-based input line for line-oriented codecs.
+    """
+
+    index: int
+    error: str
+    line: int | None = None
+
+
+class SessionEnd(_Event, tag="session_end"):
+    """End of a session: jobs allocated, pending jobs it left pending, wall time."""
+
+    session: int
+    allocated: int
+    pended: int
+    elapsed_s: float
+
+
+Decision: TypeAlias = JobAllocated | JobPended | JobRejected | EventRejected | SessionEnd
+WireEvent: TypeAlias = InputEvent | Decision
+
+INPUT_TYPES: tuple[type[Struct], ...] = (
+    WorkerUp,
+    WorkerDown,
+    WorkerRemoved,
+    SharedResource,
+    JobSubmitted,
+    JobFinished,
+    JobCancelled,
+    QueueConfig,
+    SessionBegin,
+)
+DECISION_TYPES: tuple[type[Struct], ...] = (
+    JobAllocated,
+    JobPended,
+    JobRejected,
+    EventRejected,
+    SessionEnd,
+)
+
+
+def tag_of(event: Struct) -> str:
+    """The wire ``type`` tag of an event instance."""
+    tag = type(event).__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+

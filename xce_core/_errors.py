@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
+from events._errors import XceError
+
 __all__ = ["PluginError", "ResReqSyntaxError", "XceError"]
-
-
-class XceError(Exception):
-    """Root of every error xce raises on purpose."""
 
 
 class ResReqSyntaxError(XceError, ValueError):

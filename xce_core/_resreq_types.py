@@ -1,0 +1,125 @@
+"""The resource-requirement tree (PRIMARY, COMPOUND, ALTERNATIVE).
+
+These are immutable value objects: equal text parses to equal trees, and
+``str(tree)`` is a canonical form that parses back to an equal tree. The parser
+lives in ``_resreq_parse``; select expressions are compiled in ``_select``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeAlias
+
+__all__ = [
+    "Alternative",
+    "Compound",
+    "HostValues",
+    "OrderKey",
+    "Primary",
+    "ResReq",
+    "RusageTerm",
+    "SelectExpr",
+    "Span",
+    "Value",
+]
+
+Value: TypeAlias = str | float | int | bool
+
+
+class HostValues(Protocol):
+    """What a select expression reads: ``get(name)`` is ``None`` when the host lacks it."""
+
+    def get(self, name: str, /) -> Value | None: ...
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class SelectExpr:
+    """A compiled select expression, shared by every requirement with the same text.
+
+    ``text`` is the canonical form; equality and hashing use it. ``names`` are the
+    identifiers the expression reads (``defined(x)`` counts as reading ``x``).
+    Calling it on a host's values returns whether the host qualifies; it never
+    raises for a host that lacks a name (see ``_select`` for the exact meaning).
+    """
+
+    text: str
+    names: frozenset[str]
+    evaluate: Callable[[HostValues], bool] = field(repr=False)
+
+    def __call__(self, host: HostValues) -> bool:
+        return self.evaluate(host)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SelectExpr) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, slots=True)
+class RusageTerm:
+    """``name=amount[:duration=D][:decay=X]``: consumed per task on the host, or per
+    job for a shared resource. ``duration`` (minutes) and ``decay`` are carried, not
+    yet acted on."""
+
+    name: str
+    amount: float
+    duration: float | None = None
+    decay: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OrderKey:
+    """One ``order[]`` key; ``reverse`` is set by a leading ``-``."""
+
+    name: str
+    reverse: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """``span[hosts=1]`` (all tasks on one host) or ``span[ptile=P]`` (P per host)."""
+
+    hosts: int | None = None
+    ptile: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Primary:
+    """One simple requirement.
+
+    ``rusage`` is a tuple of alternatives, each a tuple of terms (``a=1||b=1``
+    gives two alternatives; plain ``rusage[mem=1:tmp=2]`` gives one). ``count`` is
+    the task count of a compound part (``N*{...}``), ``None`` for a top-level
+    primary (the job's ``min_tasks``/``max_tasks`` apply) or for a compound's last
+    part written without a count (it takes the job's remaining tasks).
+    """
+
+    select: SelectExpr | None = None
+    order: tuple[OrderKey, ...] = ()
+    rusage: tuple[tuple[RusageTerm, ...], ...] = ()
+    span: Span | None = None
+    same: tuple[str, ...] = ()
+    affinity: str | None = None
+    count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Compound:
+    """``N*{...} + M*{...}``: every part must allocate, or none does."""
+
+    parts: tuple[Primary, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    """``{...} || {...}``: the first option that fully allocates wins."""
+
+    options: tuple[Primary | Compound, ...]
+
+
+ResReq: TypeAlias = Primary | Compound | Alternative

@@ -1,5 +1,13 @@
 """xce's event contract and its codecs (NDJSON and length-prefixed msgpack)."""
 
+from events._codecs import (
+    BadEvent,
+    EventBatchIterator,
+    EventDecoder,
+    EventEncoder,
+    EventFormat,
+    aiter_events,
+)
 from events._schema import (
     DECISION_TYPES,
     INPUT_TYPES,
@@ -26,7 +34,12 @@ from events._schema import (
 __all__ = [
     "DECISION_TYPES",
     "INPUT_TYPES",
+    "BadEvent",
     "Decision",
+    "EventBatchIterator",
+    "EventDecoder",
+    "EventEncoder",
+    "EventFormat",
     "EventRejected",
     "HostSlots",
     "InputEvent",
@@ -43,5 +56,6 @@ __all__ = [
     "WorkerDown",
     "WorkerRemoved",
     "WorkerUp",
+    "aiter_events",
     "tag_of",
 ]

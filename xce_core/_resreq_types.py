@@ -107,6 +107,11 @@ class Primary:
     affinity: str | None = None
     count: int | None = None
 
+    def __str__(self) -> str:
+        from xce_core._resreq_parse import format_resreq  # here: the parser imports us
+
+        return format_resreq(self)
+
 
 @dataclass(frozen=True, slots=True)
 class Compound:
@@ -114,12 +119,22 @@ class Compound:
 
     parts: tuple[Primary, ...]
 
+    def __str__(self) -> str:
+        from xce_core._resreq_parse import format_resreq  # here: the parser imports us
+
+        return format_resreq(self)
+
 
 @dataclass(frozen=True, slots=True)
 class Alternative:
     """``{...} || {...}``: the first option that fully allocates wins."""
 
     options: tuple[Primary | Compound, ...]
+
+    def __str__(self) -> str:
+        from xce_core._resreq_parse import format_resreq  # here: the parser imports us
+
+        return format_resreq(self)
 
 
 ResReq: TypeAlias = Primary | Compound | Alternative

@@ -1,0 +1,152 @@
+"""Lexical pieces shared by the select compiler and the requirement parser.
+
+Columns are always absolute: every function takes the whole requirement string
+(``source``) plus a ``[start, end)`` span inside it, so an error deep inside
+``select[...]`` reports its column in the string the user typed.
+
+Tokens of a select expression:
+
+* numbers: ``4000``, ``1.5``, ``.5``, ``1e3``, ``2.5E-3`` (unsigned; a leading
+  ``-`` is the unary minus operator). Non-finite values (``1e999``) are errors.
+* names: ``[A-Za-z_][A-Za-z0-9_]*``; case-sensitive.
+* dotted words: a name followed by ``.part`` pieces, e.g. ``LINUX2.4``. A dotted
+  word can never be a resource name, so it is always a string constant (LSF type
+  names contain dots). Hyphens are not part of words: ``a-b`` is ``a`` minus
+  ``b``; quote such values, as LSF requires (``hname=='host06-x12'``).
+* strings: ``'x'`` or ``"x"``, no escapes.
+* keywords, case-insensitive: ``and`` ``or`` ``not`` (same as ``&&`` ``||``
+  ``!``) and ``defined``.
+* operators: ``== != < > <= >= =`` (a single ``=`` is equality, as in LSF),
+  ``&& || !``, ``+ - * /``, ``( )``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Final, NamedTuple
+
+from xce_core._errors import ResReqSyntaxError
+
+__all__ = [
+    "DWORD",
+    "EOF",
+    "KEYWORD",
+    "NAME",
+    "NAME_RE",
+    "NUM",
+    "NUMBER_RE",
+    "OP",
+    "STR",
+    "Token",
+    "format_number",
+    "parse_number",
+    "tokenize_select",
+]
+
+NUMBER_RE: Final = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
+
+# Token kinds.
+NUM: Final = "number"
+NAME: Final = "name"
+DWORD: Final = "dotted word"
+STR: Final = "string"
+OP: Final = "operator"
+KEYWORD: Final = "keyword"
+EOF: Final = "end"
+
+# Longest first, so "<=" wins over "<".
+_OPERATORS: Final = ("==", "!=", "<=", ">=", "&&", "||", "<", ">", "=", "!", "+", "-", "*", "/")
+_PUNCT: Final = "()"
+_WORD_OPERATORS: Final = {"and": "&&", "or": "||", "not": "!"}
+
+
+class Token(NamedTuple):
+    """One select token. ``text`` is the normalised spelling (``and`` → ``&&``,
+    ``=`` → ``==``); ``value`` is the float of a number or the text of a
+    string/dotted word; ``column`` is absolute in the whole source."""
+
+    kind: str
+    text: str
+    value: float | str | None
+    column: int
+
+
+def parse_number(source: str, match: re.Match[str]) -> float:
+    """The float of a ``NUMBER_RE`` match; raises ResReqSyntaxError if not finite."""
+    value = float(match.group())
+    if not math.isfinite(value):
+        raise ResReqSyntaxError("number out of range", source, match.start())
+    return value
+
+
+def format_number(value: float) -> str:
+    """The canonical spelling of a number: integral values without a fraction
+    (``4000``, not ``4000.0``), others as Python's shortest round-tripping repr
+    (``1.5``, ``1e+20``), which ``NUMBER_RE`` reads back to the same float."""
+    if value == 0:
+        return "0"  # also folds -0.0, which compares equal anyway
+    if value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return repr(float(value))
+
+
+def tokenize_select(source: str, start: int, end: int) -> list[Token]:
+    """Tokens of ``source[start:end]``, ending with one EOF token at ``end``.
+
+    Raises ResReqSyntaxError for an unknown character or an unterminated string
+    (reported at its opening quote).
+    """
+    tokens: list[Token] = []
+    append = tokens.append
+    pos = start
+    while True:
+        while pos < end and source[pos].isspace():
+            pos += 1
+        if pos >= end:
+            append(Token(EOF, "", None, end))
+            return tokens
+        char = source[pos]
+        if char.isdigit() or (char == "." and pos + 1 < end and source[pos + 1].isdigit()):
+            match = NUMBER_RE.match(source, pos, end)
+            assert match is not None  # a digit or ".digit" always starts a number
+            append(Token(NUM, match.group(), parse_number(source, match), pos))
+            pos = match.end()
+            continue
+        word = _WORD_RE.match(source, pos, end)
+        if word is not None:
+            text = word.group()
+            lowered = text.lower()
+            if "." in text:
+                append(Token(DWORD, text, text, pos))
+            elif lowered in _WORD_OPERATORS:
+                append(Token(OP, _WORD_OPERATORS[lowered], None, pos))
+            elif lowered == "defined":
+                append(Token(KEYWORD, "defined", None, pos))
+            else:
+                append(Token(NAME, text, text, pos))
+            pos = word.end()
+            continue
+        if char in "'\"":
+            close = source.find(char, pos + 1, end)
+            if close < 0:
+                raise ResReqSyntaxError(
+                    f"unterminated string: expected a closing {char}", source, pos
+                )
+            append(Token(STR, source[pos : close + 1], source[pos + 1 : close], pos))
+            pos = close + 1
+            continue
+        for op in _OPERATORS:
+            if source.startswith(op, pos, end):
+                append(Token(OP, "==" if op == "=" else op, None, pos))
+                pos += len(op)
+                break
+        else:
+            if char in _PUNCT:
+                append(Token(OP, char, None, pos))
+                pos += 1
+                continue
+            hint = f" (did you mean '{char * 2}'?)" if char in "&|" else ""
+            raise ResReqSyntaxError(f"unexpected character {char!r}{hint}", source, pos)

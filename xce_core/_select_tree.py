@@ -1,0 +1,186 @@
+"""The syntax tree of a select expression, and its canonical text.
+
+``format_node`` prints the canonical form described in ``_select``: re-parsing
+it gives an equal tree. Nodes are immutable; ``Word`` is a bare name right of a
+comparison with a name (the host's value if it has one, else the text itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from xce_core._resreq_lex import format_number
+
+__all__ = [
+    "ANY_WORDS",
+    "COMPARISONS",
+    "And",
+    "Arith",
+    "Cmp",
+    "Defined",
+    "Name",
+    "Neg",
+    "Node",
+    "Not",
+    "Num",
+    "Or",
+    "Str",
+    "Word",
+    "format_node",
+    "is_any",
+    "node_names",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Num:
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Str:
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """A bare name right of a comparison with a name: the host's value, else the text."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Defined:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Neg:
+    operand: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Arith:
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Cmp:
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    operand: Node
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    items: tuple[Node, ...]
+
+
+Node: TypeAlias = Num | Str | Name | Word | Defined | Neg | Arith | Cmp | Not | And | Or
+
+COMPARISONS: Final = frozenset({"==", "!=", "<", ">", "<=", ">="})
+ANY_WORDS: Final = frozenset({"any", "local"})
+ANY_NAMES: Final = frozenset({"type", "model"})
+
+
+def is_any(name: str, word: str) -> bool:
+    return name in ANY_NAMES and word in ANY_WORDS
+
+
+# -- canonical printing ----------------------------------------------------------
+
+
+def _precedence(node: Node) -> int:
+    match node:
+        case Or():
+            return 1
+        case And():
+            return 2
+        case Not():
+            return 3
+        case Cmp():
+            return 4
+        case Arith(op=op):
+            return 5 if op in "+-" else 6
+        case Neg():
+            return 7
+        case Num(value=value) if value < 0:
+            return 7
+        case _:
+            return 8
+
+
+def _wrap(node: Node, minimum: int) -> str:
+    text = format_node(node)
+    return text if _precedence(node) >= minimum else f"({text})"
+
+
+def _quote(value: str) -> str:
+    return f'"{value}"' if "'" in value else f"'{value}'"
+
+
+def format_node(node: Node) -> str:
+    match node:
+        case Num(value=value):
+            return format_number(value)
+        case Str(value=value):
+            return _quote(value)
+        case Name(name=name) | Word(name=name):
+            return name
+        case Defined(name=name):
+            return f"defined({name})"
+        case Neg(operand=operand):
+            return "-" + _wrap(operand, 7)
+        case Arith(op=op, left=left, right=right):
+            level = _precedence(node)
+            # Left-associative: only the right operand needs parentheses at equal level.
+            return _wrap(left, level) + op + _wrap(right, level + 1)
+        case Cmp(op=op, left=left, right=right):
+            return _wrap(left, 5) + op + _wrap(right, 5)
+        case Not(operand=operand):
+            # Parenthesised beyond atoms because "!a==b" reads like C's "(!a)==b".
+            bare = _precedence(operand) >= 8 or isinstance(operand, Not)
+            return "!" + (format_node(operand) if bare else f"({format_node(operand)})")
+        case And(items=items):
+            return " && ".join(_wrap(item, 3) for item in items)
+        case Or(items=items):
+            return " || ".join(_wrap(item, 2) for item in items)
+
+
+def node_names(node: Node, out: set[str]) -> set[str]:
+    match node:
+        case Name(name=name) | Defined(name=name):
+            out.add(name)
+        case Cmp(left=Name(name=name), right=Word(name=word)) if is_any(name, word):
+            out.add(name)  # "type==any" reads nothing, but listing "type" is harmless
+        case Word(name=name):
+            out.add(name)
+        case Neg(operand=operand) | Not(operand=operand):
+            node_names(operand, out)
+        case Arith(left=left, right=right) | Cmp(left=left, right=right):
+            node_names(left, out)
+            node_names(right, out)
+        case And(items=items) | Or(items=items):
+            for item in items:
+                node_names(item, out)
+        case _:
+            pass
+    return out

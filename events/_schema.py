@@ -47,7 +47,7 @@ class _Event(Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=
 # --------------------------------------------------------------------------- inputs
 
 
-class WorkerUp(_Event, tag="worker_up"):
+class WorkerUp(_Event, tag="worker_up", frozen=True):
     """Register a worker, or replace its definition; the worker becomes usable.
 
     ``attrs`` are static host attributes (``type``, ``model``, ``ncpus``, boolean
@@ -62,26 +62,26 @@ class WorkerUp(_Event, tag="worker_up"):
     resources: dict[str, NonNegFloat] = {}
 
 
-class WorkerDown(_Event, tag="worker_down"):
+class WorkerDown(_Event, tag="worker_down", frozen=True):
     """Mark a worker unusable for new work; jobs running there keep their claims."""
 
     name: Name
 
 
-class WorkerRemoved(_Event, tag="worker_removed"):
+class WorkerRemoved(_Event, tag="worker_removed", frozen=True):
     """Forget a worker. Refused (``event_rejected``) while jobs still run on it."""
 
     name: Name
 
 
-class SharedResource(_Event, tag="shared_resource"):
+class SharedResource(_Event, tag="shared_resource", frozen=True):
     """Define or resize a cluster-wide consumable (e.g. a licence pool)."""
 
     name: Name
     total: NonNegFloat
 
 
-class JobSubmitted(_Event, tag="job_submitted"):
+class JobSubmitted(_Event, tag="job_submitted", frozen=True):
     """A new pending job. ``resreq`` is an LSF-style resource requirement string."""
 
     job_id: Name
@@ -95,19 +95,19 @@ class JobSubmitted(_Event, tag="job_submitted"):
     resreq: str = ""
 
 
-class JobFinished(_Event, tag="job_finished"):
+class JobFinished(_Event, tag="job_finished", frozen=True):
     """A running job ended; everything it held is freed."""
 
     job_id: Name
 
 
-class JobCancelled(_Event, tag="job_cancelled"):
+class JobCancelled(_Event, tag="job_cancelled", frozen=True):
     """A pending or running job is withdrawn; everything it held is freed."""
 
     job_id: Name
 
 
-class QueueConfig(_Event, tag="queue_config"):
+class QueueConfig(_Event, tag="queue_config", frozen=True):
     """Define a queue's priority and, optionally, the picker that orders its jobs."""
 
     name: str
@@ -115,7 +115,7 @@ class QueueConfig(_Event, tag="queue_config"):
     picker: str | None = None
 
 
-class SessionBegin(_Event, tag="session_begin"):
+class SessionBegin(_Event, tag="session_begin", frozen=True):
     """Run a scheduling session now."""
 
 
@@ -141,7 +141,7 @@ class HostSlots(Struct, frozen=True, kw_only=True):
     slots: int
 
 
-class JobAllocated(_Event, tag="job_allocated"):
+class JobAllocated(_Event, tag="job_allocated", frozen=True):
     """The job starts on ``hosts`` (in allocation order)."""
 
     session: int
@@ -149,7 +149,7 @@ class JobAllocated(_Event, tag="job_allocated"):
     hosts: list[HostSlots]
 
 
-class JobPended(_Event, tag="job_pended"):
+class JobPended(_Event, tag="job_pended", frozen=True):
     """The job stays pending. ``reason`` is a category, ``detail`` a readable breakdown.
 
     ``cached`` is true when the unsatisfiable-requirement cache settled the job
@@ -163,14 +163,14 @@ class JobPended(_Event, tag="job_pended"):
     cached: bool = False
 
 
-class JobRejected(_Event, tag="job_rejected"):
+class JobRejected(_Event, tag="job_rejected", frozen=True):
     """The job can never run as submitted (bad resreq, impossible task counts)."""
 
     job_id: str
     error: str
 
 
-class EventRejected(_Event, tag="event_rejected"):
+class EventRejected(_Event, tag="event_rejected", frozen=True):
     """An input event was malformed or inconsistent with the state; it was skipped.
 
     ``index`` is the event's 0-based position in the input stream (or -1 when
@@ -182,7 +182,7 @@ class EventRejected(_Event, tag="event_rejected"):
     line: int | None = None
 
 
-class SessionEnd(_Event, tag="session_end"):
+class SessionEnd(_Event, tag="session_end", frozen=True):
     """End of a session: jobs allocated, pending jobs it left pending, wall time."""
 
     session: int

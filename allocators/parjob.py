@@ -1,0 +1,31 @@
+"""``parjob``: multi-task primaries over the balanced plan order (Req 4).
+
+Tries 1, 2, … hosts, each the balanced partition with the largest bucket first
+(largest-first with first fit always finds a host assignment for a plan when one
+exists). ``span[hosts=1]`` and ``span[ptile=P]`` admit a single plan.
+"""
+
+from __future__ import annotations
+
+from allocators._plans import balanced_plans
+from xce_core import Allocator, PlanIterator, PlanStream, PrimaryRequest, SchedContext
+
+__all__ = ["ParJobAllocator"]
+
+
+class ParJobAllocator(Allocator):
+    """Balanced partitions, fewest hosts first."""
+
+    name = "parjob"
+
+    def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
+        cands = request.candidates
+        return PlanStream(
+            ctx,
+            balanced_plans(
+                request.tasks,
+                request.primary.span,
+                max_bucket=cands.max_free,
+                max_hosts=len(cands.workers),
+            ),
+        )

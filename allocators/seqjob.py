@@ -1,0 +1,20 @@
+"""``seqjob``: one-task primaries, the one-bucket case of the shared bucket loop.
+
+Picks exactly the host "list all workers, return the first that satisfies select
+and availability" would pick (Req 9.1), through the same host iterator.
+"""
+
+from __future__ import annotations
+
+from xce_core import Allocator, PlanIterator, PlanStream, PrimaryRequest, SchedContext
+
+__all__ = ["SeqJobAllocator"]
+
+
+class SeqJobAllocator(Allocator):
+    """Its plan iterator yields exactly one plan: ``(tasks,)`` on one host."""
+
+    name = "seqjob"
+
+    def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
+        return PlanStream(ctx, iter([(request.tasks,)]))

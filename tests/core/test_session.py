@@ -1,0 +1,279 @@
+"""Sessions: reset-before-go ordering, deferred events, picker order, cancellation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from events import (
+    EventRejected,
+    HostSlots,
+    JobAllocated,
+    JobPended,
+    QueueConfig,
+    SessionEnd,
+    WorkerDown,
+)
+from tests.helpers import GO, allocations, ends, submit, up
+from xce_core import (
+    FcfsPicker,
+    Job,
+    JobState,
+    Picker,
+    PlanIterator,
+    PlanStream,
+    PrimaryRequest,
+    Queue,
+    Registry,
+    SchedContext,
+    SchedulerConfig,
+    SchedulerCore,
+    process_events,
+)
+from xce_core._iterators import Allocator
+
+
+class SpyAllocator(Allocator):
+    """One-host plans; records what the session looked like when it was called."""
+
+    name = "spy"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, int]] = []
+        self.on_call: Any = None
+
+    def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
+        return PlanStream(ctx, iter([(request.tasks,)]))
+
+    async def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> bool:
+        s = ctx.session
+        self.calls.append((s.number, len(s.cache), len(s.cursors)))
+        if self.on_call is not None:
+            await self.on_call(ctx)
+        return await super().allocate(request, ctx)
+
+
+def registry_with(*allocators: Allocator, pickers: tuple[Picker, ...] = ()) -> Registry:
+    reg = Registry().load_entry_points()
+    for a in allocators:
+        reg.register_allocator(a.name, a)
+    for p in pickers:
+        reg.register_picker(p.name, p)
+    return reg
+
+
+async def test_session_state_is_reset_before_allocators_run() -> None:
+    spy = SpyAllocator()
+    core = SchedulerCore(SchedulerConfig(sequential_allocator="spy"), registry=registry_with(spy))
+    # Session 1: "big" cannot run and fills the cache; "ok" runs and leaves a cursor.
+    out = await process_events(
+        [up("a", 1), submit("big", "select[mem>10]"), submit("ok"), submit("ok2"), GO],
+        core=core,
+    )
+    assert core.scratch.cache.enabled
+    assert len(core.scratch.cache) >= 1
+    assert allocations(out) == {"ok": [("a", 1)]}
+    # Session 2: the first allocator call sees an empty cache and no cursors.
+    spy.calls.clear()
+    out = await process_events([up("b", 1), GO], core=core)
+    assert spy.calls[0] == (2, 0, 0)
+    assert allocations(out) == {"ok2": [("b", 1)]}
+
+
+async def test_events_during_a_session_wait_until_it_ends() -> None:
+    spy = SpyAllocator()
+    core = SchedulerCore(SchedulerConfig(sequential_allocator="spy"), registry=registry_with(spy))
+    seen: list[bool] = []
+
+    async def meddle(ctx: SchedContext) -> None:
+        if ctx.job.job_id == "j1":
+            core.apply(WorkerDown(name="b"))
+            core.apply(submit("late"))
+            seen.append(core.state.by_name["b"].usable)
+            seen.append("late" in core.state.jobs)
+
+    spy.on_call = meddle
+    out = await process_events([up("a"), up("b"), submit("j1"), submit("j2"), GO], core=core)
+    assert seen == [True, False]  # nothing applied mid-session
+    assert allocations(out) == {"j1": [("a", 1)], "j2": [("b", 1)]}
+    assert core.state.by_name["b"].usable is False  # applied after the session
+    assert core.state.jobs["late"].state is JobState.PENDING
+
+
+async def test_fcfs_order_queue_priority_then_job_priority_then_submit_time() -> None:
+    events = [up(f"h{i}", 1) for i in range(6)] + [
+        QueueConfig(name="low", priority=1),
+        QueueConfig(name="high", priority=10),
+        submit("a", queue="low", submit_time=1.0),
+        submit("b", queue="low", submit_time=0.5),
+        submit("c", queue="low", submit_time=0.5),  # same time as b: arrival order
+        submit("d", queue="high", submit_time=9.0),
+        submit("e", queue="low", submit_time=5.0, priority=3),
+        submit("f", queue="other", submit_time=0.0),  # unconfigured queue: priority 0
+        GO,
+    ]
+    out = await process_events(events)
+    order = [d.job_id for d in out if isinstance(d, JobAllocated)]
+    assert order == ["d", "e", "b", "c", "a", "f"]
+
+
+class LifoPicker(Picker):
+    name = "lifo"
+
+    def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
+        return (-job.seq,)
+
+
+async def test_per_queue_picker_override() -> None:
+    reg = registry_with(pickers=(LifoPicker(),))
+    core = SchedulerCore(registry=reg)
+    events = [up(f"h{i}", 1) for i in range(4)] + [
+        QueueConfig(name="stack", priority=5, picker="lifo"),
+        submit("s1", queue="stack"),
+        submit("s2", queue="stack"),
+        submit("n1", queue="normal"),
+        submit("n2", queue="normal"),
+        GO,
+    ]
+    out = await process_events(events, core=core)
+    assert [d.job_id for d in out if isinstance(d, JobAllocated)] == ["s2", "s1", "n1", "n2"]
+    # Switching the queue back to the default picker reorders its pending jobs.
+    core2 = SchedulerCore(registry=reg)
+    events2 = [
+        QueueConfig(name="stack", picker="lifo"),
+        submit("x1", queue="stack"),
+        submit("x2", queue="stack"),
+        QueueConfig(name="stack", picker=None),
+        up("h", 2),
+        GO,
+    ]
+    out2 = await process_events(events2, core=core2)
+    assert [d.job_id for d in out2 if isinstance(d, JobAllocated)] == ["x1", "x2"]
+    assert isinstance(reg.picker("fcfs"), FcfsPicker)
+
+
+async def test_cancelling_mid_allocation_leaves_state_as_before_the_attempt() -> None:
+    spy = SpyAllocator()
+    core = SchedulerCore(SchedulerConfig(sequential_allocator="spy"), registry=registry_with(spy))
+    blocked = anyio.Event()
+
+    async def block_on_second(ctx: SchedContext) -> None:
+        if ctx.job.job_id == "j2":
+            # Claim something tentatively, then hang: the cancel must drop it.
+            ctx.claim(core.state.by_name["b"], 1, ())
+            blocked.set()
+            await anyio.sleep_forever()
+
+    spy.on_call = block_on_second
+    await process_events([up("a"), up("b"), submit("j1"), submit("j2")], core=core)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(core.run_session)
+        await blocked.wait()
+        assert core.in_session
+        core.cancel_session()
+    out = core.take_decisions()
+    assert allocations(out) == {"j1": [("a", 1)]}  # committed work stands
+    assert isinstance(out[-1], SessionEnd)
+    assert out[-1].allocated == 1
+    b = core.state.by_name["b"]
+    assert (b.used_slots, b.jobs) == (0, set())
+    assert core.state.jobs["j2"].state is JobState.PENDING
+    # The job is still schedulable afterwards.
+    spy.on_call = None
+    out = await process_events([GO], core=core)
+    assert allocations(out) == {"j2": [("b", 1)]}
+
+
+async def test_external_cancellation_propagates_and_emits_session_end() -> None:
+    spy = SpyAllocator()
+    core = SchedulerCore(SchedulerConfig(sequential_allocator="spy"), registry=registry_with(spy))
+
+    async def hang(ctx: SchedContext) -> None:
+        await anyio.sleep_forever()
+
+    spy.on_call = hang
+    await process_events([up("a"), submit("j")], core=core)
+    with anyio.move_on_after(0.05):
+        await core.run_session()
+    assert not core.in_session
+    assert isinstance(core.take_decisions()[-1], SessionEnd)
+    assert core.state.jobs["j"].state is JobState.PENDING
+
+
+async def test_long_session_yields_to_other_tasks() -> None:
+    core = SchedulerCore(SchedulerConfig(yield_every=8))
+    await process_events(
+        [up(f"h{i}", 4) for i in range(200)] + [submit(f"j{i}") for i in range(2000)],
+        core=core,
+    )
+    ticks = 0
+    done = False
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.lowlevel.checkpoint()
+        before = ticks
+        await core.run_session()
+        done = True
+    assert ticks - before > 10  # the session let the ticker run many times
+
+
+async def test_scripted_decision_stream() -> None:
+    out = await process_events(
+        [
+            up("a", 2, resources={"mem": 100}),
+            up("b", 1),
+            submit("p", "rusage[mem=40]", tasks=2),
+            submit("q", "select[gpu>0]"),
+            submit("r"),
+            GO,
+            submit("q", ""),  # duplicate id
+            GO,
+        ]
+    )
+    assert [type(d).__name__ for d in out] == [
+        "JobAllocated",
+        "JobPended",
+        "JobAllocated",
+        "SessionEnd",
+        "EventRejected",
+        "SessionEnd",
+    ]
+    assert out[0] == JobAllocated(session=1, job_id="p", hosts=[HostSlots(host="a", slots=2)])
+    assert isinstance(out[1], JobPended)
+    assert (out[1].job_id, out[1].reason, out[1].cached) == ("q", "no_matching_host", False)
+    assert "select not satisfied" in out[1].detail
+    assert out[2] == JobAllocated(session=1, job_id="r", hosts=[HostSlots(host="b", slots=1)])
+    first, second = ends(out)
+    assert (first.session, first.allocated, first.pended) == (1, 2, 1)
+    assert isinstance(out[4], EventRejected)
+    assert out[4].index == 6
+    # Session 2: q still pends with the same category, so no new job_pended.
+    assert (second.session, second.allocated, second.pended) == (2, 0, 1)
+
+
+async def test_strict_fifo_stops_at_first_job_that_cannot_start() -> None:
+    events = [up("a", 2), submit("big", tasks=3), submit("small"), GO]
+    lsf = await process_events(events)
+    fifo = await process_events(events, SchedulerConfig(strict_fifo=True))
+    assert allocations(lsf) == {"small": [("a", 1)]}
+    assert allocations(fifo) == {}
+
+
+@pytest.mark.parametrize("cache", [True, False])
+async def test_jobs_of_one_shape_pend_together_and_report_once(cache: bool) -> None:
+    events = [up("a", 1), *[submit(f"j{i}", "select[mem>1]") for i in range(50)], GO, GO]
+    out = await process_events(events, SchedulerConfig(unsatisfiable_cache=cache))
+    pended = [d for d in out if isinstance(d, JobPended)]
+    assert len(pended) == 50  # each reported once, not again in session 2
+    assert all(p.reason == "no_matching_host" for p in pended)
+    assert [p.cached for p in pended].count(False) == (1 if cache else 50)
+    assert [(e.pended, e.allocated) for e in ends(out)] == [(50, 0), (50, 0)]

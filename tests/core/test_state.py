@@ -1,0 +1,136 @@
+"""Applying input events: transitions and every bad-event outcome."""
+
+from __future__ import annotations
+
+from events import (
+    EventRejected,
+    JobCancelled,
+    JobFinished,
+    JobRejected,
+    QueueConfig,
+    SharedResource,
+    WorkerDown,
+    WorkerRemoved,
+)
+from tests.helpers import GO, allocations, pends, submit, up
+from xce_core import JobState, SchedulerCore, process_events
+
+
+async def test_worker_lifecycle_and_canonical_order() -> None:
+    core = SchedulerCore()
+    await process_events([up("b", 2), up("a", 2), up("b", 4)], core=core)
+    assert [w.name for w in core.state.live_workers()] == ["b", "a"]
+    assert core.state.by_name["b"].slots == 4  # redefined in place, keeps its position
+    out = await process_events([WorkerDown(name="b"), submit("j1"), GO], core=core)
+    assert allocations(out) == {"j1": [("a", 1)]}
+    await process_events([WorkerRemoved(name="b")], core=core)
+    assert [w.name for w in core.state.live_workers()] == ["a"]
+
+
+async def test_unknown_worker_events_are_rejected_with_index() -> None:
+    out = await process_events([up("a"), WorkerDown(name="zz"), WorkerRemoved(name="yy")])
+    rejected = [d for d in out if isinstance(d, EventRejected)]
+    assert [(r.index, "zz" in r.error or "yy" in r.error) for r in rejected] == [
+        (1, True),
+        (2, True),
+    ]
+
+
+async def test_duplicate_job_id_is_rejected_and_original_kept() -> None:
+    core = SchedulerCore()
+    out = await process_events([up("a", 1), submit("j", "select[foo]"), submit("j")], core=core)
+    assert [d.index for d in out if isinstance(d, EventRejected)] == [2]
+    assert core.state.jobs["j"].resreq_text == "select[foo]"
+
+
+async def test_bad_resreq_and_impossible_counts_reject_the_job_only() -> None:
+    core = SchedulerCore()
+    out = await process_events(
+        [
+            up("a", 4),
+            submit("bad", "select[type==]"),
+            submit("counts", tasks=2, min=3),
+            submit("ok"),
+            GO,
+        ],
+        core=core,
+    )
+    rejected = {d.job_id: d.error for d in out if isinstance(d, JobRejected)}
+    assert set(rejected) == {"bad", "counts"}
+    assert "column" in rejected["bad"]
+    assert "min_tasks 3 exceeds max_tasks 2" in rejected["counts"]
+    assert allocations(out) == {"ok": [("a", 1)]}
+    assert core.state.jobs["bad"].state is JobState.REJECTED
+    # A rejected id stays taken.
+    out = await process_events([submit("bad")], core=core)
+    assert isinstance(out[0], EventRejected)
+
+
+async def test_finish_and_cancel_outcomes() -> None:
+    core = SchedulerCore()
+    out = await process_events([up("a", 1), submit("run"), submit("wait"), GO], core=core)
+    assert allocations(out) == {"run": [("a", 1)]}
+    out = await process_events(
+        [
+            JobFinished(job_id="wait"),  # pending, not running
+            JobFinished(job_id="nope"),  # unknown
+            JobCancelled(job_id="nope"),
+            WorkerRemoved(name="a"),  # still runs "run"
+        ],
+        core=core,
+    )
+    errors = [d.error for d in out if isinstance(d, EventRejected)]
+    assert len(errors) == 4
+    assert "pending, not running" in errors[0]
+    assert "unknown job" in errors[1]
+    assert "still runs 1 job" in errors[3]
+    assert core.state.by_name["a"].used_slots == 1
+    out = await process_events([JobFinished(job_id="run"), GO], core=core)
+    assert allocations(out) == {"wait": [("a", 1)]}
+    out = await process_events([JobFinished(job_id="run")], core=core)  # already done
+    assert "already" in out[0].error or "done" in out[0].error  # type: ignore[union-attr]
+    out = await process_events([JobCancelled(job_id="wait"), GO], core=core)
+    assert core.state.by_name["a"].used_slots == 0
+    assert core.state.jobs["wait"].state is JobState.DONE
+
+
+async def test_cancel_pending_job_removes_it_from_scheduling() -> None:
+    core = SchedulerCore()
+    out = await process_events(
+        [up("a", 1), submit("x", "select[nothing]"), JobCancelled(job_id="x"), GO], core=core
+    )
+    assert pends(out) == {}
+    assert core.state.pending_count == 0
+
+
+async def test_shared_resource_shrink_never_goes_negative() -> None:
+    core = SchedulerCore()
+    await process_events(
+        [
+            up("a", 4),
+            SharedResource(name="lic", total=2),
+            submit("j", "rusage[lic=2]"),
+            GO,
+            SharedResource(name="lic", total=1),
+        ],
+        core=core,
+    )
+    assert core.state.shared_free("lic") == 0.0
+    out = await process_events([submit("k", "rusage[lic=1]"), GO], core=core)
+    assert pends(out)["k"].reason == "shared_resource_unavailable"
+
+
+async def test_unknown_picker_in_queue_config_is_rejected() -> None:
+    out = await process_events([QueueConfig(name="q", picker="nosuch")])
+    assert isinstance(out[0], EventRejected)
+    assert "unknown picker 'nosuch'" in out[0].error
+    assert "fcfs" in out[0].error
+
+
+async def test_worker_redefined_below_use_has_nothing_free() -> None:
+    core = SchedulerCore()
+    await process_events([up("a", 4), submit("j", tasks=3), GO, up("a", 2)], core=core)
+    w = core.state.by_name["a"]
+    assert w.free_slots == 0
+    out = await process_events([submit("k"), GO], core=core)
+    assert pends(out)["k"].reason == "not_enough_slots"

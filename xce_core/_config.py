@@ -1,0 +1,42 @@
+"""Scheduler configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SchedulerConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """How the core schedules. Plugin names are looked up in the registry.
+
+    - ``picker``: default job order for queues without their own (``queue_config``).
+    - ``sequential_allocator`` / ``parallel_allocator``: allocators for primaries
+      of one task / more than one task.
+    - ``strict_fifo``: a session stops at the first job that cannot start (FIFO
+      simulators); by default a job that cannot start does not stop later ones (LSF).
+    - ``unsatisfiable_cache``: the per-session cache of unsatisfiable requirements
+      and fingerprint grouping; turning it off never changes a decision, only speed.
+    - ``batch_size``: jobs per message from the picker task to the allocator task.
+    - ``yield_every``: iterator steps between full yields to the event loop.
+    - ``session_interval``: for long-running consumers, run a session every so
+      many seconds when something changed (``None``: only on ``session_begin``).
+    """
+
+    picker: str = "fcfs"
+    sequential_allocator: str = "seqjob"
+    parallel_allocator: str = "parjob"
+    strict_fifo: bool = False
+    unsatisfiable_cache: bool = True
+    batch_size: int = 256
+    yield_every: int = 64
+    session_interval: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if self.yield_every < 1:
+            raise ValueError("yield_every must be at least 1")
+        if self.session_interval is not None and self.session_interval <= 0:
+            raise ValueError("session_interval must be positive")

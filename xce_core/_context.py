@@ -1,0 +1,141 @@
+"""Per-attempt scratch: tentative claims of one allocation attempt (seeds' ``xce_sched_ctx_t``).
+
+Claims made here are invisible to the cluster state until the core commits them
+in one synchronous step; a failed or cancelled attempt simply drops the context,
+so nothing it tried can leak into the state.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from xce_core._model import Job, Worker
+
+if TYPE_CHECKING:
+    from xce_core._session import SessionScratch
+    from xce_core._state import ClusterState
+
+__all__ = ["AllocMode", "PendReason", "Reason", "SchedContext", "Want"]
+
+# Per-task consumable amounts on a host, as sorted (name, amount) pairs.
+Want = tuple[tuple[str, float], ...]
+
+
+class AllocMode(enum.Enum):
+    """How an attempt may use resources. Only NORMAL is implemented; PREEMPT is the
+    extension point a preemption feature will use (Req 9.5)."""
+
+    NORMAL = "normal"
+    PREEMPT = "preempt"
+
+
+class Reason:
+    """Pend reason categories (the ``reason`` field of ``job_pended``)."""
+
+    NO_MATCHING_HOST = "no_matching_host"
+    NOT_ENOUGH_SLOTS = "not_enough_slots"
+    RESOURCE_UNAVAILABLE = "resource_unavailable"
+    SHARED_RESOURCE_UNAVAILABLE = "shared_resource_unavailable"
+    NO_WORKERS = "no_workers"
+    BLOCKED_BY_FIFO = "blocked_by_fifo"
+
+
+@dataclass(slots=True)
+class PendReason:
+    """Why a job could not start: a category and a readable per-host breakdown.
+
+    ``detail`` may be filled lazily (it costs a pass over the hosts), so use
+    :meth:`SchedContext.explain` or the session to render it.
+    """
+
+    category: str
+    detail: str = ""
+
+
+@dataclass(slots=True, eq=False)
+class SchedContext:
+    """Tentative claims of one job's allocation attempt.
+
+    ``journal`` records every tentative claim in order so that :meth:`rollback_to`
+    can undo a failed plan or compound part exactly.
+    """
+
+    state: ClusterState
+    session: SessionScratch
+    job: Job
+    mode: AllocMode = AllocMode.NORMAL
+    journal: list[tuple[Worker, int, Want]] = field(default_factory=list)
+    slots: dict[int, int] = field(default_factory=dict)
+    amounts: dict[tuple[int, str], float] = field(default_factory=dict)
+    shared: dict[str, float] = field(default_factory=dict)
+    reason: PendReason | None = None
+    # Set by the dispatcher: whether the current primary started from committed state
+    # (only then may its failure be cached for other jobs).
+    clean_start: bool = True
+
+    def free_slots(self, worker: Worker) -> int:
+        """Slots free on ``worker`` after this attempt's tentative claims."""
+        free = worker.slots - worker.used_slots
+        if self.slots:
+            free -= self.slots.get(worker.index, 0)
+        return free
+
+    def fits(self, worker: Worker, slots: int, want: Want) -> bool:
+        """Whether ``slots`` tasks with per-task ``want`` fit on ``worker`` now."""
+        if self.free_slots(worker) < slots:
+            return False
+        for name, amount in want:
+            free = worker.available(name)
+            if free is None:
+                return False
+            if self.amounts:
+                free -= self.amounts.get((worker.index, name), 0.0)
+            if amount * slots > free + 1e-9:
+                return False
+        return True
+
+    def claim(self, worker: Worker, slots: int, want: Want) -> None:
+        """Tentatively take ``slots`` tasks (and ``want`` × slots) on ``worker``."""
+        scaled = tuple((name, amount * slots) for name, amount in want)
+        self.journal.append((worker, slots, scaled))
+        self.slots[worker.index] = self.slots.get(worker.index, 0) + slots
+        for name, amount in scaled:
+            key = (worker.index, name)
+            self.amounts[key] = self.amounts.get(key, 0.0) + amount
+
+    def mark(self) -> tuple[int, dict[str, float]]:
+        """A point to roll back to (host claims and shared claims)."""
+        return len(self.journal), dict(self.shared)
+
+    def rollback_to(self, mark: tuple[int, dict[str, float]]) -> None:
+        """Undo every tentative claim made after ``mark``, exactly."""
+        depth, shared = mark
+        self.shared = dict(shared)
+        while len(self.journal) > depth:
+            worker, slots, scaled = self.journal.pop()
+            left = self.slots[worker.index] - slots
+            if left:
+                self.slots[worker.index] = left
+            else:
+                del self.slots[worker.index]
+            for name, amount in scaled:
+                key = (worker.index, name)
+                rest = self.amounts[key] - amount
+                if rest > 1e-9:
+                    self.amounts[key] = rest
+                else:
+                    del self.amounts[key]
+
+    def claim_shared(self, want: dict[str, float]) -> None:
+        """Tentatively take per-job shared resources."""
+        for name, amount in want.items():
+            self.shared[name] = self.shared.get(name, 0.0) + amount
+
+    def shared_free(self, name: str) -> float | None:
+        """Free amount of a shared resource after this attempt's tentative claims."""
+        free = self.state.shared_free(name)
+        if free is None:
+            return None
+        return free - self.shared.get(name, 0.0)

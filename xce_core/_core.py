@@ -1,0 +1,403 @@
+"""The scheduler core: events in, decisions out, pure and deterministic.
+
+:class:`SchedulerCore` owns the cluster state. Input events are applied by the
+synchronous :meth:`SchedulerCore.apply`; a session (:meth:`run_session`) is an
+anyio task group in which a picker task sends pending jobs in policy order, in
+batches, through a bounded memory stream to an allocator task. Events applied
+while a session runs are queued and applied after it ends. Decisions collect in
+an outbox that drivers drain with :meth:`take_decisions`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from events import (
+    Decision,
+    EventRejected,
+    HostSlots,
+    InputEvent,
+    JobAllocated,
+    JobCancelled,
+    JobFinished,
+    JobPended,
+    JobRejected,
+    JobSubmitted,
+    QueueConfig,
+    SessionBegin,
+    SessionEnd,
+    SharedResource,
+    WorkerDown,
+    WorkerRemoved,
+    WorkerUp,
+)
+from xce_core._cache import UnsatisfiableCache
+from xce_core._clock import Clock, MonotonicClock
+from xce_core._config import SchedulerConfig
+from xce_core._context import PendReason, Reason, SchedContext
+from xce_core._dispatch import Dispatcher, primary_fingerprints
+from xce_core._errors import ResReqSyntaxError, XceError
+from xce_core._model import Job, JobGroup, JobState, Queue
+from xce_core._registry import Registry, default_registry
+from xce_core._resreq_parse import parse_resreq
+from xce_core._resreq_types import Alternative, Compound, ResReq
+from xce_core._session import Pacer, SessionScratch
+from xce_core._state import ClusterState, EventInconsistent, part_counts
+
+__all__ = ["SchedulerCore", "SessionStats"]
+
+_Item = Job | JobGroup
+
+
+@dataclass(slots=True)
+class SessionStats:
+    """Counters of one session (also reported in ``session_end``)."""
+
+    number: int
+    allocated: int = 0
+    pended: int = 0
+    cache_hits: int = 0
+    attempts: int = 0
+    stopped_by_fifo: bool = False
+
+
+class SchedulerCore:
+    """One scheduler instance: state, sessions, decisions. Not thread-safe; use it
+    from one event loop. Does no I/O.
+
+    Raises :class:`PluginError` at construction if a configured plugin is unknown.
+    """
+
+    def __init__(
+        self,
+        config: SchedulerConfig | None = None,
+        *,
+        registry: Registry | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config or SchedulerConfig()
+        self.registry = registry or default_registry()
+        self.clock: Clock = clock or MonotonicClock()
+        self.registry.picker(self.config.picker)  # fail early on a bad name
+        self._dispatcher = Dispatcher(self.config, self.registry)
+        self._picker_rank: dict[str, int] = {}
+        self.state = ClusterState(self._order_key)
+        self.scratch = SessionScratch(
+            self.state,
+            {},
+            UnsatisfiableCache(enabled=self.config.unsatisfiable_cache),
+            pacer=Pacer(self.config.yield_every),
+        )
+        self._outbox: list[Decision] = []
+        self._deferred: list[tuple[int, InputEvent]] = []
+        self._index = 0
+        self._sessions = 0
+        self._in_session = False
+        self._scope: anyio.CancelScope | None = None
+        self.changed = False
+        self.last_session: SessionStats | None = None
+
+    # ------------------------------------------------------------------ events
+
+    @property
+    def in_session(self) -> bool:
+        """Whether a session is running (events are then queued)."""
+        return self._in_session
+
+    @property
+    def session_count(self) -> int:
+        return self._sessions
+
+    def apply(self, event: InputEvent, index: int | None = None) -> bool:
+        """Apply one input event (queued if a session runs). Synchronous, never raises
+        for bad input: an inconsistent event becomes an ``event_rejected`` decision,
+        an invalid job a ``job_rejected`` one. ``index`` defaults to the count of
+        events received so far. Returns ``True`` when the event is a
+        ``session_begin`` (the caller should then run a session)."""
+        idx = self._index if index is None else index
+        self._index += 1
+        if isinstance(event, SessionBegin):
+            return True
+        if self._in_session:
+            self._deferred.append((idx, event))
+            return False
+        self._apply_now(idx, event)
+        return False
+
+    def reject(self, error: str, index: int | None = None, line: int | None = None) -> None:
+        """Report an input that could not even be decoded (counts as an event)."""
+        idx = self._index if index is None else index
+        self._index += 1
+        self._outbox.append(EventRejected(index=idx, error=error, line=line))
+
+    def _apply_now(self, idx: int, event: InputEvent) -> None:
+        state = self.state
+        try:
+            match event:
+                case WorkerUp():
+                    state.worker_up(event)
+                case WorkerDown(name=name):
+                    state.worker_down(name)
+                case WorkerRemoved(name=name):
+                    state.worker_removed(name)
+                case SharedResource():
+                    state.shared_resource(event)
+                case JobSubmitted():
+                    self._submit(event)
+                case JobFinished(job_id=job_id):
+                    state.job_finished(job_id)
+                case JobCancelled(job_id=job_id):
+                    state.job_cancelled(job_id)
+                case QueueConfig():
+                    if event.picker is not None:
+                        self.registry.picker(event.picker)
+                    state.queue_config(event)
+                case _:
+                    raise EventInconsistent(f"unsupported event {type(event).__name__}")
+        except XceError as exc:
+            self._outbox.append(EventRejected(index=idx, error=str(exc)))
+            return
+        self.changed = True
+
+    def _submit(self, ev: JobSubmitted) -> None:
+        if ev.job_id in self.state.jobs:
+            raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
+        try:
+            resreq = parse_resreq(ev.resreq)
+            problem = _task_problem(resreq, ev.min_tasks, ev.max_tasks)
+        except ResReqSyntaxError as exc:
+            problem = f"bad resreq: {exc}"
+        if problem:
+            self.state.job_rejected(ev)
+            self._outbox.append(JobRejected(job_id=ev.job_id, error=problem))
+            return
+        job = self.state.job_submitted(ev, resreq)
+        job.primary_fps = primary_fingerprints(self.state, job)
+
+    def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
+        name = queue.picker or self.config.picker
+        rank = self._picker_rank.setdefault(name, len(self._picker_rank))
+        return (-queue.priority, rank, self.registry.picker(name).order_key(job, queue))
+
+    def _drain_deferred(self) -> None:
+        deferred, self._deferred = self._deferred, []
+        for idx, event in deferred:
+            self._apply_now(idx, event)
+
+    # ------------------------------------------------------------------ decisions
+
+    def take_decisions(self) -> list[Decision]:
+        """Decisions made since the last call, in order (the outbox is emptied)."""
+        out, self._outbox = self._outbox, []
+        return out
+
+    # ------------------------------------------------------------------ sessions
+
+    def cancel_session(self) -> None:
+        """Cancel the running session, if any. Committed allocations stand; the
+        interrupted attempt leaves nothing behind. Idempotent."""
+        if self._scope is not None:
+            self.scratch.pacer.interrupt = True
+            self._scope.cancel()
+
+    async def run_session(self) -> SessionEnd:
+        """Run one scheduling session and return its ``session_end`` (also emitted).
+
+        Per-session state is reset before the picker and allocator tasks start.
+        Cancelled from outside, the session stops at its next iterator step, emits
+        ``session_end`` and re-raises the cancellation.
+        """
+        if self._in_session:
+            raise XceError("a session is already running")
+        self._sessions += 1
+        stats = SessionStats(self._sessions)
+        started = time.perf_counter()
+        self._in_session = True
+        self.changed = False
+        try:
+            self._prepare_groups()
+            self.scratch.begin(stats.number)  # strictly before any task starts
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                send, receive = anyio.create_memory_object_stream[list[_Item]](2)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._picker_task, send)
+                    tg.start_soon(self._allocator_task, receive, stats, tg.cancel_scope)
+        finally:
+            self._scope = None
+            self._in_session = False
+            end = SessionEnd(
+                session=stats.number,
+                allocated=stats.allocated,
+                pended=stats.pended,
+                elapsed_s=time.perf_counter() - started,
+            )
+            self._outbox.append(end)
+            self.last_session = stats
+            self._drain_deferred()
+        return end
+
+    def _prepare_groups(self) -> None:
+        groups = self.state.groups
+        empty = []
+        for fp, group in groups.items():
+            group.compact()
+            if not group.jobs:
+                empty.append(fp)
+        for fp in empty:
+            del groups[fp]
+
+    async def _picker_task(self, send: MemoryObjectSendStream[list[_Item]]) -> None:
+        """Merge the job groups in policy order; a group found unsatisfiable this
+        session is handed over whole instead of job by job."""
+        batch_size = self.config.batch_size
+        cache = self.scratch.cache
+        use_groups = cache.enabled
+        pending = JobState.PENDING
+        heap: list[tuple[tuple[Any, ...], int, JobGroup]] = [
+            (g.jobs[0].key, g.gid, g) for g in self.state.groups.values() if g.jobs
+        ]
+        heapq.heapify(heap)
+        async with send:
+            batch: list[_Item] = []
+            while heap:
+                group = heap[0][2]
+                if use_groups and group.fingerprint in cache:
+                    heapq.heappop(heap)
+                    batch.append(group)
+                else:
+                    jobs = group.jobs
+                    pos = group.pos
+                    batch.append(jobs[pos])
+                    pos += 1
+                    while pos < len(jobs) and jobs[pos].state is not pending:
+                        pos += 1
+                    group.pos = pos
+                    if pos < len(jobs):
+                        heapq.heapreplace(heap, (jobs[pos].key, group.gid, group))
+                    else:
+                        heapq.heappop(heap)
+                if len(batch) >= batch_size:
+                    await send.send(batch)
+                    batch = []
+            if batch:
+                await send.send(batch)
+
+    async def _allocator_task(
+        self,
+        receive: MemoryObjectReceiveStream[list[_Item]],
+        stats: SessionStats,
+        scope: anyio.CancelScope,
+    ) -> None:
+        cache = self.scratch.cache
+        pending = JobState.PENDING
+        strict = self.config.strict_fifo
+        async with receive:
+            async for batch in receive:
+                for item in batch:
+                    if isinstance(item, JobGroup):
+                        self._settle_group(item, stats)
+                        continue
+                    job = item
+                    if job.state is not pending:
+                        continue
+                    hit = cache.lookup(job.fingerprint) if cache.enabled else None
+                    if hit is not None:
+                        stats.cache_hits += 1
+                        self._pend(job, hit, stats, cached=True)
+                        continue
+                    if await self._attempt(job, stats):
+                        continue
+                    if strict:
+                        stats.stopped_by_fifo = True
+                        scope.cancel()
+                        return
+
+    async def _attempt(self, job: Job, stats: SessionStats) -> bool:
+        stats.attempts += 1
+        ctx = SchedContext(self.state, self.scratch, job)
+        if await self._dispatcher.allocate(ctx):
+            try:
+                self.state.commit(job, ctx.journal, ctx.shared)
+            except XceError as exc:  # a bug, not bad input: keep running, say so
+                reason = PendReason("internal_error", str(exc))
+            else:
+                slots = sum(s for _, s, _ in ctx.journal)
+                self.scratch.committed(slots)
+                stats.allocated += 1
+                self._outbox.append(
+                    JobAllocated(
+                        session=stats.number,
+                        job_id=job.job_id,
+                        hosts=[HostSlots(host=w.name, slots=n) for w, n in job.allocation],
+                    )
+                )
+                return True
+        else:
+            reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
+            self.scratch.cache.insert(job.fingerprint, reason)
+        self._pend(job, reason, stats, cached=False)
+        return False
+
+    def _pend(self, job: Job, reason: PendReason, stats: SessionStats, *, cached: bool) -> None:
+        stats.pended += 1
+        if job.last_reason != reason.category:
+            job.last_reason = reason.category
+            self._outbox.append(
+                JobPended(
+                    session=stats.number,
+                    job_id=job.job_id,
+                    reason=reason.category,
+                    detail=reason.detail,
+                    cached=cached,
+                )
+            )
+
+    def _settle_group(self, group: JobGroup, stats: SessionStats) -> None:
+        """Pend every not-yet-covered member of a group proven unsatisfiable. Only
+        members whose reported category changes produce a decision."""
+        reason = self.scratch.cache.lookup(group.fingerprint)
+        assert reason is not None
+        category = reason.category
+        jobs = group.jobs
+        start = group.pos
+        group.pos = len(jobs)
+        if group.settled_reason == category and not group.dirty:
+            stats.pended += len(jobs) - start
+            stats.cache_hits += len(jobs) - start
+            for job in group.unsettled:
+                if job.state is JobState.PENDING and job.last_reason != category:
+                    self._pend(job, reason, stats, cached=True)
+                    stats.pended -= 1  # already counted above
+        else:
+            for job in jobs[start:]:
+                if job.state is JobState.PENDING:
+                    stats.cache_hits += 1
+                    self._pend(job, reason, stats, cached=True)
+        group.settled_reason = category
+        group.unsettled = []
+
+
+def _task_problem(resreq: ResReq, min_tasks: int, max_tasks: int) -> str:
+    """Why task counts are impossible for this requirement, or ''."""
+    if min_tasks > max_tasks:
+        return f"min_tasks {min_tasks} exceeds max_tasks {max_tasks}"
+    compounds: list[Compound] = []
+    if isinstance(resreq, Compound):
+        compounds.append(resreq)
+    elif isinstance(resreq, Alternative):
+        compounds.extend(o for o in resreq.options if isinstance(o, Compound))
+    for compound in compounds:
+        counts = part_counts(compound, max_tasks)
+        if any(c < 1 for c in counts):
+            return (
+                f"compound parts ask for {sum(c for c in counts if c > 0)} tasks; "
+                f"a part without a count gets none of max_tasks {max_tasks}"
+            )
+    return ""

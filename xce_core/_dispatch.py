@@ -1,0 +1,159 @@
+"""Dispatch of one job's requirement tree to allocators (PRIMARY / COMPOUND / ALTER).
+
+- PRIMARY: by its task count to the configured sequential or parallel allocator,
+  through the unsatisfiable cache (Req 7) and the shared-resource check (Req 4.7).
+- COMPOUND: every part must allocate; a failing part rolls back the parts
+  already claimed (Req 9.2).
+- ALTERNATIVE: options in order; the first that fully allocates wins.
+"""
+
+from __future__ import annotations
+
+from xce_core._config import SchedulerConfig
+from xce_core._context import PendReason, Reason, SchedContext, Want
+from xce_core._iterators import PrimaryRequest
+from xce_core._model import Job
+from xce_core._registry import Registry
+from xce_core._resreq_types import Alternative, Compound, Primary, ResReq, RusageTerm
+from xce_core._state import ClusterState, part_counts
+
+__all__ = ["Dispatcher", "primary_fingerprints"]
+
+
+def primary_fingerprints(state: ClusterState, job: Job) -> dict[int, int]:
+    """Fingerprint every primary of ``job`` (done once, at ingest)."""
+    fps: dict[int, int] = {}
+
+    def visit(node: ResReq, top: bool) -> None:
+        if isinstance(node, Primary):
+            if top:
+                fps[id(node)] = job.fingerprint
+            else:
+                fps.setdefault(
+                    id(node),
+                    state.fingerprint(
+                        "primary",
+                        str(node),
+                        job.min_tasks,
+                        job.max_tasks,
+                        job.user,
+                        job.queue,
+                        job.project,
+                    ),
+                )
+        elif isinstance(node, Compound):
+            for part, count in zip(node.parts, part_counts(node, job.max_tasks), strict=True):
+                fps.setdefault(
+                    id(part),
+                    state.fingerprint("part", str(part), count, job.user, job.queue, job.project),
+                )
+        else:
+            for option in node.options:
+                visit(option, False)
+
+    visit(job.resreq, True)
+    return fps
+
+
+class Dispatcher:
+    """Allocates one job at a time into a :class:`SchedContext`."""
+
+    def __init__(self, config: SchedulerConfig, registry: Registry) -> None:
+        self._seq = registry.allocator(config.sequential_allocator)
+        self._par = registry.allocator(config.parallel_allocator)
+
+    async def allocate(self, ctx: SchedContext) -> bool:
+        """Try the job's whole requirement. ``True``: claims are in ``ctx``;
+        ``False``: ``ctx`` holds no claim and ``ctx.reason`` says why."""
+        job = ctx.job
+        resreq = job.resreq
+        options = resreq.options if isinstance(resreq, Alternative) else (resreq,)
+        first_reason: PendReason | None = None
+        for option in options:
+            mark = ctx.mark()
+            if isinstance(option, Compound):
+                ok = await self._compound(option, ctx)
+            else:
+                ok = await self._primary(option, job.min_tasks, job.max_tasks, ctx)
+            if ok:
+                return True
+            ctx.rollback_to(mark)
+            if first_reason is None:
+                first_reason = ctx.reason
+        ctx.reason = first_reason
+        return False
+
+    async def _compound(self, compound: Compound, ctx: SchedContext) -> bool:
+        counts = part_counts(compound, ctx.job.max_tasks)
+        for part, count in zip(compound.parts, counts, strict=True):
+            if not await self._primary(part, count, count, ctx):
+                return False
+        return True
+
+    async def _primary(self, primary: Primary, lo: int, hi: int, ctx: SchedContext) -> bool:
+        session = ctx.session
+        clean = not ctx.journal and not ctx.shared
+        fp = ctx.job.primary_fps.get(id(primary), 0)
+        if clean and fp:
+            hit = session.cache.lookup(fp)
+            if hit is not None:
+                ctx.reason = hit
+                return False
+        reason = await self._try_primary(primary, lo, hi, ctx)
+        if reason is None:
+            return True
+        ctx.reason = reason
+        if clean and fp:
+            session.cache.insert(fp, reason)
+        return False
+
+    async def _try_primary(
+        self, primary: Primary, lo: int, hi: int, ctx: SchedContext
+    ) -> PendReason | None:
+        state = ctx.state
+        session = ctx.session
+        cset = session.candidates(primary)
+        groups = session.same_groups(primary, cset) if primary.same else [cset]
+        allocator = self._par if hi > 1 else self._seq
+        reason: PendReason | None = None
+        for terms in primary.rusage or ((),):
+            want, shared = _split_rusage(terms, state)
+            short = _shared_shortfall(shared, ctx)
+            if short:
+                reason = reason or PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
+                continue
+            top = min(hi, session.free_total)
+            for n in range(top, lo - 1, -1):
+                for group in groups:
+                    request = PrimaryRequest(primary, n, want, group)
+                    if await allocator.allocate(request, ctx):
+                        ctx.claim_shared(shared)
+                        return None
+            if reason is None:
+                reason = session.explain(cset, lo, want)
+        assert reason is not None
+        return reason
+
+
+def _split_rusage(
+    terms: tuple[RusageTerm, ...], state: ClusterState
+) -> tuple[Want, dict[str, float]]:
+    """Per-task host consumables and per-job shared amounts of one rusage alternative."""
+    host: dict[str, float] = {}
+    shared: dict[str, float] = {}
+    for term in terms:
+        if term.amount <= 0:
+            continue
+        target = shared if term.name in state.shared_total else host
+        target[term.name] = target.get(term.name, 0.0) + term.amount
+    return tuple(sorted(host.items())), shared
+
+
+def _shared_shortfall(shared: dict[str, float], ctx: SchedContext) -> str:
+    parts = []
+    for name, amount in sorted(shared.items()):
+        free = ctx.shared_free(name)
+        if free is None or amount > free + 1e-9:
+            total = ctx.state.shared_total.get(name, 0.0)
+            parts.append(f"{name}: {amount:g} wanted, {max(free or 0.0, 0.0):g} of {total:g} free")
+    return "; ".join(parts)

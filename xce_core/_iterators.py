@@ -1,0 +1,220 @@
+"""Plan and host iterators and the bucket loop every allocator shares (Req 2, 3, 4).
+
+A *plan* is a partition of a primary's task count into per-host slot buckets,
+largest first (``(3, 2, 2)``). An allocator supplies an async iterator of plans;
+:func:`allocate_plans` walks it, finds a distinct host per bucket through a
+fresh :class:`HostIterator` each, and rolls a failed plan back exactly.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, final
+
+from xce_core._context import SchedContext, Want
+from xce_core._model import Worker
+from xce_core._resreq_types import Primary
+from xce_core._session import CandidateSet
+
+__all__ = [
+    "Allocator",
+    "HostIterator",
+    "Plan",
+    "PlanIterator",
+    "PlanStream",
+    "PrimaryRequest",
+    "allocate_plans",
+    "balanced_partition",
+]
+
+Plan = tuple[int, ...]
+
+
+class PlanIterator(Protocol):
+    """What an allocator's :meth:`Allocator.plans` returns: an async iterator of
+    plans that can be closed (async generators and :class:`PlanStream` qualify)."""
+
+    def __aiter__(self) -> AsyncIterator[Plan]: ...
+
+    async def __anext__(self) -> Plan: ...
+
+    async def aclose(self) -> None: ...
+
+
+def balanced_partition(tasks: int, hosts: int) -> Plan:
+    """``tasks`` over ``hosts`` buckets as evenly as possible, largest first.
+
+    ``tasks mod hosts`` buckets of ceil(tasks/hosts), the rest floor: (7, 3) → (3, 2, 2).
+    """
+    base, extra = divmod(tasks, hosts)
+    return (base + 1,) * extra + (base,) * (hosts - extra)
+
+
+@dataclass(frozen=True, slots=True)
+class PrimaryRequest:
+    """One primary to place: ``tasks`` tasks, ``want`` consumables per task, over
+    ``candidates`` (already filtered by select, ordered by ``order[]``, restricted
+    to one ``same[]`` group)."""
+
+    primary: Primary
+    tasks: int
+    want: Want
+    candidates: CandidateSet
+
+
+@final
+class PlanStream:
+    """An async plan iterator over a lazy synchronous generator of plans.
+
+    Allocators describe their plan order as a plain generator (a pure function of
+    the request, easy to test); this adapter makes each step a cancellation point
+    (:class:`Pacer`), stays exhausted once exhausted, and closes the generator on
+    :meth:`aclose` (also when the consumer stops early or is cancelled).
+    """
+
+    __slots__ = ("_gen", "_pacer")
+
+    def __init__(self, ctx: SchedContext, plans: Iterator[Plan]) -> None:
+        self._gen: Iterator[Plan] | None = plans
+        self._pacer = ctx.session.pacer
+
+    def __aiter__(self) -> PlanStream:
+        return self
+
+    async def __anext__(self) -> Plan:
+        await self._pacer.step()
+        if self._gen is None:
+            raise StopAsyncIteration
+        try:
+            return next(self._gen)
+        except StopIteration:
+            self._gen = None
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Release the generator. Idempotent."""
+        gen, self._gen = self._gen, None
+        close = getattr(gen, "close", None)
+        if close is not None:
+            close()
+
+
+@final
+class HostIterator:
+    """Candidate hosts for ONE bucket: usable, matching select, with ``bucket`` free
+    slots and ``want`` × ``bucket`` of each consumable (after the attempt's own
+    tentative claims). A fresh instance per bucket (Req 3.3); exclusivity across a
+    plan's buckets is the caller's business (Req 3.4).
+
+    Hosts too full on *committed* state are skipped once per session: a cursor per
+    (candidates, bucket, want) remembers how far the leading run of such hosts
+    goes, which is sound because capacity only shrinks within a session.
+    Each step is a cancellation point (:class:`Pacer`).
+    """
+
+    __slots__ = ("_bucket", "_ctx", "_cursor_key", "_frontier", "_pos", "_want", "_workers")
+
+    def __init__(self, ctx: SchedContext, candidates: CandidateSet, bucket: int, want: Want):
+        self._ctx = ctx
+        self._workers = candidates.workers
+        self._bucket = bucket
+        self._want = want
+        self._cursor_key = (candidates.key, bucket, want)
+        self._pos = ctx.session.cursors.get(self._cursor_key, 0)
+        self._frontier = True
+
+    def __aiter__(self) -> HostIterator:
+        return self
+
+    async def __anext__(self) -> Worker:
+        ctx = self._ctx
+        await ctx.session.pacer.step()
+        workers = self._workers
+        bucket = self._bucket
+        want = self._want
+        pos = self._pos
+        end = len(workers)
+        while pos < end:
+            w = workers[pos]
+            pos += 1
+            if w.slots - w.used_slots < bucket or (want and not _committed_fits(w, bucket, want)):
+                if self._frontier:
+                    ctx.session.cursors[self._cursor_key] = pos
+                continue
+            self._frontier = False
+            if (not ctx.slots and not ctx.amounts) or ctx.fits(w, bucket, want):
+                self._pos = pos
+                return w
+        self._pos = pos
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Nothing to release; present so callers can treat every iterator alike."""
+        self._pos = len(self._workers)
+
+
+def _committed_fits(w: Worker, bucket: int, want: Want) -> bool:
+    for name, amount in want:
+        free = w.available(name)
+        if free is None or amount * bucket > free + 1e-9:
+            return False
+    return True
+
+
+async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: PlanIterator) -> bool:
+    """The bucket loop (seeds' corrected three-level pseudocode).
+
+    For each plan: for each bucket, a fresh host iterator; skip hosts claimed in
+    this plan; tentatively claim the first that fits. A bucket without a host
+    abandons the plan and rolls back its claims exactly. Returns ``True`` with the
+    winning plan's claims left in ``ctx``; ``False`` with ``ctx`` as it was.
+    Plans that cannot fit (a bucket larger than any host's free slots, more
+    buckets than candidates) are skipped without searching: they would fail anyway,
+    so which plan wins does not change. Closes ``plans`` in every case.
+    """
+    candidates = request.candidates
+    limit = len(candidates.workers)
+    max_free = candidates.max_free
+    want = request.want
+    async with aclosing(plans):
+        async for plan in plans:
+            if len(plan) > limit or plan[0] > max_free:
+                continue
+            mark = ctx.mark()
+            claimed: set[int] = set()
+            for bucket in plan:
+                found = None
+                async for host in HostIterator(ctx, candidates, bucket, want):
+                    if host.index not in claimed:
+                        found = host
+                        break
+                if found is None:
+                    break
+                claimed.add(found.index)
+                ctx.claim(found, bucket, want)
+            else:
+                return True
+            ctx.rollback_to(mark)
+    return False
+
+
+class Allocator(ABC):
+    """An allocation strategy plugin: a plan iterator over the shared bucket loop.
+
+    Implement :meth:`plans`; override :meth:`allocate` only to change the loop
+    itself. Registered by name through the ``xce.allocators`` entry point group.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
+        """Plans for ``request.tasks`` tasks, most preferred first. Lazy: one plan
+        per step, each step a cancellation point; stays exhausted; closable."""
+
+    async def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> bool:
+        """Place ``request`` with tentative claims in ``ctx``; ``False`` if no plan fits."""
+        return await allocate_plans(ctx, request, self.plans(request, ctx))

@@ -1,0 +1,215 @@
+"""The records the cluster state is made of: workers, jobs, queues, job groups.
+
+They are plain mutable objects with ``__slots__``, owned by :class:`ClusterState`;
+nothing outside the core's synchronous methods changes them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from xce_core._resreq_types import Primary, ResReq, Value
+
+__all__ = [
+    "Job",
+    "JobGroup",
+    "JobState",
+    "Queue",
+    "Worker",
+    "WorkerValues",
+]
+
+
+class Worker:
+    """A host: static attributes, slot and consumable totals, and what is in use.
+
+    ``index`` is the canonical order (first registration); the host iterator walks
+    workers in that order unless ``order[]`` sorts them.
+    """
+
+    __slots__ = (
+        "attrs",
+        "index",
+        "jobs",
+        "name",
+        "resources",
+        "slots",
+        "usable",
+        "used",
+        "used_slots",
+        "values",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        index: int,
+        slots: int,
+        attrs: dict[str, Value],
+        resources: dict[str, float],
+    ) -> None:
+        self.name = name
+        self.index = index
+        self.slots = slots
+        self.attrs = attrs
+        self.resources = resources
+        self.used_slots = 0
+        self.used: dict[str, float] = {}
+        self.usable = True
+        self.jobs: set[str] = set()
+        self.values = WorkerValues(self)
+
+    @property
+    def free_slots(self) -> int:
+        """Slots not claimed by running jobs (never negative)."""
+        free = self.slots - self.used_slots
+        return free if free > 0 else 0
+
+    def available(self, resource: str) -> float | None:
+        """Unclaimed amount of a consumable, ``None`` when the host lacks it."""
+        total = self.resources.get(resource)
+        if total is None:
+            return None
+        free = total - self.used.get(resource, 0.0)
+        return free if free > 0.0 else 0.0
+
+    def __repr__(self) -> str:
+        return f"Worker({self.name!r}, slots={self.used_slots}/{self.slots})"
+
+
+# Names every host answers in select expressions, after its own attributes.
+_BUILTIN_NAMES = frozenset({"slots", "maxslots", "hname", "host", "ncpus", "server"})
+
+
+class WorkerValues:
+    """What a select expression sees of a worker (``HostValues``).
+
+    Lookup order: the worker's attributes (so a host can override anything), then
+    consumables (``mem`` is the amount available now, ``maxmem`` the total, as in
+    LSF), then built-ins: ``slots`` (free slots), ``maxslots``, ``hname``/``host``
+    (the worker name), ``ncpus`` (defaults to ``maxslots``), ``server`` (true).
+    A name none of these define is missing (``None``).
+    """
+
+    __slots__ = ("_worker",)
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    def get(self, name: str, /) -> Value | None:
+        w = self._worker
+        value = w.attrs.get(name)
+        if value is not None:
+            return value
+        if name in w.resources:
+            return w.available(name)
+        if name.startswith("max") and name[3:] in w.resources:
+            return w.resources[name[3:]]
+        if name in _BUILTIN_NAMES:
+            if name == "slots":
+                return w.free_slots
+            if name in ("maxslots", "ncpus"):
+                return w.slots
+            if name == "server":
+                return True
+            return w.name
+        return None
+
+
+class JobState(enum.Enum):
+    """Where a job is in its life."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    REJECTED = "rejected"
+
+
+@dataclass(slots=True)
+class Queue:
+    """A queue: its priority and the picker ordering its jobs (``None``: default)."""
+
+    name: str
+    priority: int = 0
+    picker: str | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    """A job as the core tracks it.
+
+    ``key`` is its position in policy order (smaller first), computed at ingest by
+    its queue's picker; ``fingerprint`` identifies its satisfiability class (equal
+    fingerprints succeed or fail together within a session).
+    """
+
+    job_id: str
+    user: str
+    queue: str
+    project: str
+    priority: int
+    submit_time: float
+    min_tasks: int
+    max_tasks: int
+    resreq_text: str
+    resreq: ResReq
+    seq: int
+    fingerprint: int = 0
+    key: tuple[Any, ...] = ()
+    state: JobState = JobState.PENDING
+    allocation: list[tuple[Worker, int]] = field(default_factory=list)
+    claims: list[tuple[Worker, int, tuple[tuple[str, float], ...]]] = field(default_factory=list)
+    shared_claims: dict[str, float] = field(default_factory=dict)
+    last_reason: str | None = None
+    group: JobGroup | None = None
+    # Fingerprint of each primary of the resreq, by id() of the Primary object.
+    primary_fps: dict[int, int] = field(default_factory=dict)
+
+
+class JobGroup:
+    """Pending jobs sharing a fingerprint, in policy order.
+
+    ``jobs[pos:]`` are the members a session has not yet covered. Members that
+    stopped being pending stay in the list until the next compaction.
+    ``settled_reason``: every pending member's last reported pend category, when
+    they all agree; ``unsettled`` lists members added since.
+    """
+
+    __slots__ = ("dirty", "fingerprint", "gid", "jobs", "pos", "settled_reason", "unsettled")
+
+    def __init__(self, fingerprint: int, gid: int) -> None:
+        self.fingerprint = fingerprint
+        self.gid = gid
+        self.jobs: list[Job] = []
+        self.pos = 0
+        self.dirty = False
+        self.settled_reason: str | None = None
+        self.unsettled: list[Job] = []
+
+    def compact(self) -> None:
+        """Drop members that are no longer pending and rewind to the start."""
+        if self.dirty:
+            self.jobs = [j for j in self.jobs if j.state is JobState.PENDING]
+            self.dirty = False
+        self.pos = 0
+
+    def __repr__(self) -> str:
+        return f"JobGroup(fp={self.fingerprint}, jobs={len(self.jobs)})"
+
+
+def primaries_of(resreq: ResReq) -> list[Primary]:
+    """Every primary in a requirement tree, in order."""
+    from xce_core._resreq_types import Alternative, Compound
+
+    if isinstance(resreq, Primary):
+        return [resreq]
+    if isinstance(resreq, Compound):
+        return list(resreq.parts)
+    out: list[Primary] = []
+    for option in resreq.options:
+        out.extend(
+            primaries_of(option) if isinstance(option, Alternative | Compound) else [option]
+        )
+    return out

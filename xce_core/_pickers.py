@@ -1,0 +1,40 @@
+"""Job pickers: the policy deciding in which order a session considers pending jobs.
+
+A picker is a plugin that maps a job to a sort key within its queue (like the
+Kubernetes QueueSort extension point). The core merges queues by priority and
+keeps jobs grouped by fingerprint, so the key is computed once per job at
+submission (and again when its queue is reconfigured), never per session.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from xce_core._model import Job, Queue
+
+__all__ = ["FcfsPicker", "Picker"]
+
+
+class Picker(ABC):
+    """Policy order within a queue. Smaller keys go first.
+
+    ``order_key`` must depend only on the job and its queue; it must be total
+    (use ``job.seq``, the arrival number, as the last tie-breaker).
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
+        """The job's position in this picker's order."""
+
+
+class FcfsPicker(Picker):
+    """First come, first served: job priority (higher first), then submit time,
+    then arrival order. Queue priority is applied by the core above any picker."""
+
+    name = "fcfs"
+
+    def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
+        return (-job.priority, job.submit_time, job.seq)

@@ -1,0 +1,242 @@
+"""Per-session scratch: select memo, candidate lists, host cursors, the cache, pacing.
+
+Everything here is reset by :meth:`SessionScratch.begin` strictly before a
+session's picker and allocator tasks start (Req 7.2), and is only valid while
+the session runs: within a session capacity only shrinks, which is what the
+cursors and the cache rely on.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio.lowlevel
+
+from xce_core._cache import UnsatisfiableCache
+from xce_core._context import PendReason, Reason, Want
+from xce_core._model import Worker
+from xce_core._resreq_types import OrderKey, Primary, SelectExpr
+
+if TYPE_CHECKING:
+    from xce_core._state import ClusterState
+
+__all__ = ["CandidateSet", "Pacer", "SessionScratch"]
+
+
+class Pacer:
+    """Makes every iterator step a cancellation point without paying a loop yield
+    per step.
+
+    Each step costs a counter increment and a flag test; every ``every`` steps
+    (and at once when the session was cancelled) it awaits a full
+    ``anyio.lowlevel.checkpoint()``, which yields to the loop and delivers any
+    pending cancellation, including one from an enclosing scope.
+    """
+
+    __slots__ = ("count", "every", "interrupt")
+
+    def __init__(self, every: int = 64) -> None:
+        self.every = every
+        self.count = 0
+        self.interrupt = False
+
+    async def step(self) -> None:
+        """One iterator step: cheap, yields to the loop on budget or on cancel."""
+        self.count += 1
+        if self.count >= self.every or self.interrupt:
+            self.count = 0
+            await anyio.lowlevel.checkpoint()
+
+
+@dataclass(slots=True, eq=False)
+class CandidateSet:
+    """Usable workers a primary may use, in the order its host iterators walk.
+
+    ``key`` names the set for cursors; ``max_free`` bounds any member's free slots
+    for the rest of the session (capacity only shrinks).
+    """
+
+    key: tuple[object, ...]
+    workers: list[Worker]
+    max_free: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class _StaticMemo:
+    version: int
+    workers: list[Worker]
+
+
+@dataclass(slots=True, eq=False)
+class SessionScratch:
+    """State that lives for one session. ``static_memo`` outlives sessions: it holds
+    select results that read only static attributes, keyed by worker version."""
+
+    state: ClusterState
+    static_memo: dict[str | None, _StaticMemo]
+    cache: UnsatisfiableCache
+    number: int = 0
+    pacer: Pacer = field(default_factory=Pacer)
+    cursors: dict[tuple[object, ...], int] = field(default_factory=dict)
+    _dynamic: dict[str, list[Worker]] = field(default_factory=dict)
+    _sets: dict[tuple[object, ...], CandidateSet] = field(default_factory=dict)
+    _groups: dict[tuple[object, ...], list[CandidateSet]] = field(default_factory=dict)
+    usable_count: int = 0
+    free_total: int = 0
+    max_free: int = 0
+
+    def begin(self, number: int) -> None:
+        """Reset everything per-session. Synchronous: runs before any task starts."""
+        self.number = number
+        self.cache.clear()
+        self.cursors.clear()
+        self._dynamic.clear()
+        self._sets.clear()
+        self._groups.clear()
+        self.pacer.count = 0
+        self.pacer.interrupt = False
+        usable = 0
+        free_total = 0
+        max_free = 0
+        for w in self.state.workers:
+            if w is not None and w.usable:
+                usable += 1
+                free = w.slots - w.used_slots
+                if free > 0:
+                    free_total += free
+                    if free > max_free:
+                        max_free = free
+        self.usable_count = usable
+        self.free_total = free_total
+        self.max_free = max_free
+
+    def committed(self, slots: int) -> None:
+        """Account for ``slots`` taken by a commit (keeps ``free_total`` exact)."""
+        self.free_total -= slots
+
+    # ------------------------------------------------------------------ candidates
+
+    def candidates(self, primary: Primary) -> CandidateSet:
+        """Usable workers satisfying ``primary``'s select, in ``order[]`` or canonical order."""
+        select = primary.select
+        key: tuple[object, ...] = (select.text if select else None, primary.order)
+        cset = self._sets.get(key)
+        if cset is None:
+            workers = self._matching(select)
+            if primary.order:
+                workers = _sorted(workers, primary.order)
+            cset = self._sets[key] = CandidateSet(key, workers, self.max_free)
+        return cset
+
+    def same_groups(self, primary: Primary, cset: CandidateSet) -> list[CandidateSet]:
+        """``same[a:b]``: the candidates split by their values of a, b (groups in the
+        order their first member appears; hosts lacking a value are left out)."""
+        gkey = (*cset.key, primary.same)
+        groups = self._groups.get(gkey)
+        if groups is None:
+            split: dict[tuple[object, ...], list[Worker]] = {}
+            for w in cset.workers:
+                values = tuple(w.values.get(a) for a in primary.same)
+                if None not in values:
+                    split.setdefault(values, []).append(w)
+            groups = self._groups[gkey] = [
+                CandidateSet((*gkey, value), members, self.max_free)
+                for value, members in split.items()
+            ]
+        return groups
+
+    def _matching(self, select: SelectExpr | None) -> list[Worker]:
+        state = self.state
+        text = select.text if select is not None else None
+        if select is None or not (select.names & state.consumables or "slots" in select.names):
+            memo = self.static_memo.get(text)
+            if memo is None or memo.version != state.worker_version:
+                workers = [
+                    w
+                    for w in state.workers
+                    if w is not None and w.usable and (select is None or select(w.values))
+                ]
+                memo = self.static_memo[text] = _StaticMemo(state.worker_version, workers)
+            return memo.workers
+        assert text is not None
+        dyn = self._dynamic.get(text)
+        if dyn is None:
+            dyn = self._dynamic[text] = [
+                w for w in state.workers if w is not None and w.usable and select(w.values)
+            ]
+        return dyn
+
+    # ------------------------------------------------------------------ reasons
+
+    def explain(self, cset: CandidateSet, tasks: int, want: Want) -> PendReason:
+        """Why ``tasks`` tasks with per-task ``want`` found no plan among ``cset``.
+
+        The category comes first from cheap facts (no usable worker, nothing
+        matches, too few free slots in the whole cluster); otherwise one pass over
+        the candidates classifies each host by what it lacks for one task.
+        """
+        if self.usable_count == 0:
+            return PendReason(Reason.NO_WORKERS, "no usable workers")
+        unmatched = self.usable_count - len(cset.workers)
+        if not cset.workers:
+            return PendReason(
+                Reason.NO_MATCHING_HOST,
+                f"{unmatched} hosts: select not satisfied",
+            )
+        if self.free_total < tasks:
+            return PendReason(
+                Reason.NOT_ENOUGH_SLOTS,
+                f"{tasks} tasks wanted, {max(self.free_total, 0)} slots free in the cluster",
+            )
+        counts: Counter[str] = Counter()
+        fitting = 0
+        for w in cset.workers:
+            if w.slots - w.used_slots < 1:
+                counts["not enough slots"] += 1
+                continue
+            short = [
+                name
+                for name, amount in want
+                if (free := w.available(name)) is None or free + 1e-9 < amount
+            ]
+            if short:
+                counts[short[0]] += 1
+            else:
+                fitting += 1
+        resource_short = sum(n for what, n in counts.items() if what != "not enough slots")
+        if resource_short and fitting < tasks and counts["not enough slots"] < resource_short:
+            category = Reason.RESOURCE_UNAVAILABLE
+        else:
+            category = Reason.NOT_ENOUGH_SLOTS
+        parts = [f"{n} hosts: {what}" for what, n in counts.most_common()]
+        if fitting:
+            parts.append(f"{fitting} hosts: could take a task, too few together for {tasks}")
+        if unmatched:
+            parts.append(f"{unmatched} hosts: select not satisfied")
+        return PendReason(category, "; ".join(parts))
+
+
+def _sorted(workers: list[Worker], order: tuple[OrderKey, ...]) -> list[Worker]:
+    """Sort by ``order[]`` keys: numeric values descending for consumables and
+    ``slots`` (more free is better), ascending for anything else (load-style
+    indices, lower is better); ``-`` reverses. Hosts lacking a value go last;
+    ties keep canonical order."""
+    result = list(workers)
+    for key in reversed(order):
+        present = [w for w in result if isinstance(w.values.get(key.name), int | float)]
+        missing = [w for w in result if not isinstance(w.values.get(key.name), int | float)]
+        descending = _bigger_is_better(key.name, present) != key.reverse
+        present.sort(key=lambda w: float(w.values.get(key.name) or 0.0), reverse=descending)
+        if descending:
+            # sort(reverse=True) keeps ties stable in Python; nothing more to do.
+            pass
+        result = present + missing
+    return result
+
+
+def _bigger_is_better(name: str, workers: list[Worker]) -> bool:
+    if name in ("slots", "maxslots", "ncpus", "cpuf") or name.startswith("max"):
+        return True
+    return any(name in w.resources for w in workers)

@@ -1,0 +1,322 @@
+"""Cluster state: one owner, changed only by the synchronous methods below.
+
+Every method either applies an input event completely or raises
+:class:`EventInconsistent` having changed nothing. Capacity is never negative:
+a worker redefined below what it has in use, or a shared resource shrunk below
+its use, simply has nothing free until jobs finish.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from events import JobSubmitted, QueueConfig, SharedResource, WorkerUp
+from xce_core._errors import XceError
+from xce_core._model import Job, JobGroup, JobState, Queue, Worker, primaries_of
+from xce_core._resreq_types import Alternative, Compound, Primary, ResReq
+
+__all__ = ["ClusterState", "EventInconsistent", "task_total"]
+
+
+class EventInconsistent(XceError):
+    """An input event contradicts the state (unknown worker, duplicate job...)."""
+
+
+def task_total(resreq: ResReq, max_tasks: int) -> int:
+    """Tasks a requirement asks for: ``max_tasks``, or a compound's part counts."""
+    if isinstance(resreq, Compound):
+        return sum(c for c in part_counts(resreq, max_tasks))
+    if isinstance(resreq, Alternative):
+        return max(task_total(o, max_tasks) for o in resreq.options)
+    return max_tasks
+
+
+def part_counts(compound: Compound, max_tasks: int) -> list[int]:
+    """Task count of each compound part; a last part without count takes the rest."""
+    fixed = sum(p.count for p in compound.parts if p.count is not None)
+    return [p.count if p.count is not None else max_tasks - fixed for p in compound.parts]
+
+
+class ClusterState:
+    """Workers, shared resources, queues and jobs, plus the pending-job groups.
+
+    ``order_key(job, queue)`` (injected by the core) returns the job's position in
+    policy order; it is called at submission and when its queue changes.
+    """
+
+    def __init__(self, order_key: Callable[[Job, Queue], tuple[Any, ...]]) -> None:
+        self.order_key = order_key
+        self.workers: list[Worker | None] = []
+        self.by_name: dict[str, Worker] = {}
+        self.shared_total: dict[str, float] = {}
+        self.shared_used: dict[str, float] = {}
+        self.queues: dict[str, Queue] = {}
+        self.jobs: dict[str, Job] = {}
+        self.groups: dict[int, JobGroup] = {}
+        self.consumables: set[str] = set()
+        # Bumped whenever the set of usable workers or their static attributes change:
+        # memoised select results older than this are stale.
+        self.worker_version = 0
+        self.pending_count = 0
+        self.running_count = 0
+        self._fingerprints: dict[tuple[Any, ...], int] = {}
+        self._seq = 0
+
+    # ------------------------------------------------------------------ queries
+
+    def live_workers(self) -> Iterator[Worker]:
+        """Registered workers in canonical order."""
+        return (w for w in self.workers if w is not None)
+
+    def shared_free(self, name: str) -> float | None:
+        """Unclaimed amount of a shared resource, ``None`` if it is not defined."""
+        total = self.shared_total.get(name)
+        if total is None:
+            return None
+        free = total - self.shared_used.get(name, 0.0)
+        return free if free > 0.0 else 0.0
+
+    def queue(self, name: str) -> Queue:
+        """The queue called ``name``; an unconfigured queue has priority 0."""
+        q = self.queues.get(name)
+        if q is None:
+            q = self.queues[name] = Queue(name)
+        return q
+
+    # ------------------------------------------------------------------ workers
+
+    def worker_up(self, ev: WorkerUp) -> None:
+        """Register or redefine a worker; it becomes usable. Keeps running claims."""
+        w = self.by_name.get(ev.name)
+        if w is None:
+            w = Worker(ev.name, len(self.workers), ev.slots, dict(ev.attrs), dict(ev.resources))
+            self.workers.append(w)
+            self.by_name[ev.name] = w
+        else:
+            w.slots = ev.slots
+            w.attrs = dict(ev.attrs)
+            w.resources = dict(ev.resources)
+            w.usable = True
+        self.consumables.update(ev.resources)
+        self.worker_version += 1
+
+    def worker_down(self, name: str) -> None:
+        """Make a worker unusable for new work. Idempotent."""
+        w = self._worker(name)
+        if w.usable:
+            w.usable = False
+            self.worker_version += 1
+
+    def worker_removed(self, name: str) -> None:
+        """Forget a worker; refused while jobs run on it."""
+        w = self._worker(name)
+        if w.jobs:
+            running = ", ".join(sorted(w.jobs)[:5])
+            raise EventInconsistent(
+                f"worker {name!r} still runs {len(w.jobs)} job(s) ({running}); "
+                "finish or cancel them first (worker_down stops new work)"
+            )
+        self.workers[w.index] = None
+        del self.by_name[name]
+        self.worker_version += 1
+
+    def _worker(self, name: str) -> Worker:
+        w = self.by_name.get(name)
+        if w is None:
+            raise EventInconsistent(f"unknown worker {name!r}")
+        return w
+
+    def shared_resource(self, ev: SharedResource) -> None:
+        """Define or resize a shared resource."""
+        self.shared_total[ev.name] = ev.total
+
+    def queue_config(self, ev: QueueConfig) -> None:
+        """Set a queue's priority and picker; reorders its pending jobs."""
+        q = self.queue(ev.name)
+        q.priority = ev.priority
+        q.picker = ev.picker
+        for group in self.groups.values():
+            if group.jobs and group.jobs[0].queue == ev.name:
+                for job in group.jobs:
+                    job.key = self.order_key(job, q)
+                group.jobs.sort(key=_job_key)
+
+    # ------------------------------------------------------------------ jobs
+
+    def job_submitted(self, ev: JobSubmitted, resreq: ResReq) -> Job:
+        """Add a pending job (``resreq`` already parsed and validated)."""
+        if ev.job_id in self.jobs:
+            raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
+        self._seq += 1
+        job = Job(
+            job_id=ev.job_id,
+            user=ev.user,
+            queue=ev.queue,
+            project=ev.project,
+            priority=ev.priority,
+            submit_time=ev.submit_time,
+            min_tasks=ev.min_tasks,
+            max_tasks=ev.max_tasks,
+            resreq_text=ev.resreq,
+            resreq=resreq,
+            seq=self._seq,
+        )
+        job.fingerprint = self.fingerprint(
+            str(resreq), ev.min_tasks, ev.max_tasks, ev.user, ev.queue, ev.project
+        )
+        job.key = self.order_key(job, self.queue(ev.queue))
+        self.jobs[ev.job_id] = job
+        group = self.groups.get(job.fingerprint)
+        if group is None:
+            group = self.groups[job.fingerprint] = JobGroup(job.fingerprint, len(self.groups))
+        job.group = group
+        if not group.jobs or group.jobs[-1].key <= job.key:
+            group.jobs.append(job)
+        else:
+            bisect.insort(group.jobs, job, key=_job_key)
+        group.unsettled.append(job)
+        self.pending_count += 1
+        return job
+
+    def job_rejected(self, ev: JobSubmitted) -> None:
+        """Remember a job that was refused, so its id cannot be reused silently."""
+        if ev.job_id in self.jobs:
+            raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
+        self._seq += 1
+        self.jobs[ev.job_id] = Job(
+            job_id=ev.job_id,
+            user=ev.user,
+            queue=ev.queue,
+            project=ev.project,
+            priority=ev.priority,
+            submit_time=ev.submit_time,
+            min_tasks=ev.min_tasks,
+            max_tasks=ev.max_tasks,
+            resreq_text=ev.resreq,
+            resreq=Primary(),
+            seq=self._seq,
+            state=JobState.REJECTED,
+        )
+
+    def fingerprint(self, *fields: Any) -> int:
+        """Intern a satisfiability key as a small int (O(1) cache lookups later)."""
+        fp = self._fingerprints.get(fields)
+        if fp is None:
+            fp = self._fingerprints[fields] = len(self._fingerprints) + 1
+        return fp
+
+    def job_finished(self, job_id: str) -> Job:
+        """A running job ended: free its claims."""
+        job = self._job(job_id)
+        if job.state is not JobState.RUNNING:
+            hint = "; use job_cancelled for a pending job" if job.state is JobState.PENDING else ""
+            raise EventInconsistent(f"job {job_id!r} is {job.state.value}, not running{hint}")
+        self._release(job)
+        return job
+
+    def job_cancelled(self, job_id: str) -> Job:
+        """Withdraw a pending or running job, freeing what it held."""
+        job = self._job(job_id)
+        if job.state is JobState.RUNNING:
+            self._release(job)
+        elif job.state is JobState.PENDING:
+            job.state = JobState.DONE
+            self.pending_count -= 1
+            if job.group is not None:
+                job.group.dirty = True
+        else:
+            raise EventInconsistent(f"job {job_id!r} is already {job.state.value}")
+        return job
+
+    def _job(self, job_id: str) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise EventInconsistent(f"unknown job {job_id!r}")
+        return job
+
+    def _release(self, job: Job) -> None:
+        for worker, slots, rusage in job.claims:
+            worker.used_slots -= slots
+            for name, amount in rusage:
+                left = worker.used.get(name, 0.0) - amount
+                if left > 1e-9:
+                    worker.used[name] = left
+                else:
+                    worker.used.pop(name, None)
+            worker.jobs.discard(job.job_id)
+        for name, amount in job.shared_claims.items():
+            left = self.shared_used.get(name, 0.0) - amount
+            if left > 1e-9:
+                self.shared_used[name] = left
+            else:
+                self.shared_used.pop(name, None)
+        job.claims = []
+        job.shared_claims = {}
+        job.state = JobState.DONE
+        self.running_count -= 1
+
+    def commit(
+        self,
+        job: Job,
+        claims: list[tuple[Worker, int, tuple[tuple[str, float], ...]]],
+        shared: dict[str, float],
+    ) -> None:
+        """Start ``job`` with ``claims`` in one synchronous step (no await inside).
+
+        Validates the whole allocation first, so a bad one changes nothing.
+        """
+        if job.state is not JobState.PENDING:
+            raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
+        need_slots: dict[Worker, int] = {}
+        need_res: dict[tuple[Worker, str], float] = {}
+        for worker, slots, rusage in claims:
+            need_slots[worker] = need_slots.get(worker, 0) + slots
+            for name, amount in rusage:
+                need_res[worker, name] = need_res.get((worker, name), 0.0) + amount
+        for worker, slots in need_slots.items():
+            if not worker.usable or self.by_name.get(worker.name) is not worker:
+                raise XceError(f"cannot start {job.job_id!r}: worker {worker.name} is gone")
+            if slots > worker.free_slots:
+                raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks slots")
+        for (worker, name), amount in need_res.items():
+            free = worker.available(name)
+            if free is None or amount > free + 1e-9:
+                raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks {name}")
+        for name, amount in shared.items():
+            free = self.shared_free(name)
+            if free is None or amount > free + 1e-9:
+                raise XceError(f"cannot start {job.job_id!r}: shared {name} exhausted")
+        # Validated: apply.
+        for worker, slots, rusage in claims:
+            worker.used_slots += slots
+            for name, amount in rusage:
+                worker.used[name] = worker.used.get(name, 0.0) + amount
+            worker.jobs.add(job.job_id)
+        for name, amount in shared.items():
+            self.shared_used[name] = self.shared_used.get(name, 0.0) + amount
+        merged: dict[Worker, int] = {}
+        for worker, slots, _ in claims:
+            merged[worker] = merged.get(worker, 0) + slots
+        job.allocation = list(merged.items())
+        job.claims = claims
+        job.shared_claims = dict(shared)
+        job.state = JobState.RUNNING
+        job.last_reason = None
+        self.pending_count -= 1
+        self.running_count += 1
+        if job.group is not None:
+            job.group.dirty = True
+
+
+def _job_key(job: Job) -> tuple[Any, ...]:
+    return job.key
+
+
+def primary_fingerprint_fields(job: Job, primary: Primary, tasks: int) -> tuple[Any, ...]:
+    """What decides a primary's satisfiability, plus the job's identity fields."""
+    return ("primary", str(primary), tasks, job.user, job.queue, job.project)
+
+
+__all__ += ["part_counts", "primaries_of", "primary_fingerprint_fields"]

@@ -64,6 +64,15 @@ def _describe(exc: DecodeError, malformed_prefix: str, what: str) -> str:
     return f"malformed {what}: {text}"
 
 
+def _as_json_array(block: bytes) -> bytes:
+    """Lines joined by ``\\n`` as one JSON array with one element per line.
+
+    A blank line yields an empty element, which is a syntax error: such blocks
+    take the slow path, which drops blank lines first.
+    """
+    return b"[" + block.replace(b"\n", b",") + b"]"
+
+
 @final
 class NdjsonFramer:
     """NDJSON: one JSON value per line; blank lines skipped but counted as lines.
@@ -71,12 +80,11 @@ class NdjsonFramer:
     Not thread-safe; each method is synchronous and never blocks.
     """
 
-    __slots__ = ("_decode", "_decode_lines", "_index", "_line", "_max", "_pending", "_skipping")
+    __slots__ = ("_decode", "_decode_list", "_index", "_line", "_max", "_pending", "_skipping")
 
     def __init__(self, type: Any, max_frame: int) -> None:
-        decoder = msgspec.json.Decoder(type)
-        self._decode = decoder.decode
-        self._decode_lines = decoder.decode_lines
+        self._decode = msgspec.json.Decoder(type).decode
+        self._decode_list = msgspec.json.Decoder(list[type]).decode
         self._max = max_frame
         self._pending = bytearray()
         self._skipping = False
@@ -138,12 +146,13 @@ class NdjsonFramer:
         n_lines = block.count(b"\n") + 1
         if len(block) <= self._max:
             try:
-                items = self._decode_lines(block)
+                items = self._decode_list(_as_json_array(block))
             except DecodeError:
                 pass
             else:
-                # decode_lines lets a value span lines or share one; the count check
-                # accepts the batch only if it is one value per line (no blank lines).
+                # The count check catches a line holding "{...},{...}". A value broken
+                # across lines fails to parse ("{"a":,", ",,"), except between two array
+                # items, which a count check can miss only if such a line balances it.
                 if len(items) == n_lines:
                     out.extend(items)
                     self._index += n_lines
@@ -176,7 +185,7 @@ class NdjsonFramer:
         if len(group) > _BISECT_CUTOFF:
             if not known_bad:
                 try:
-                    items = self._decode_lines(b"\n".join([line for _, line in group]))
+                    items = self._decode_list(b"[" + b",".join([ln for _, ln in group]) + b"]")
                 except DecodeError:
                     pass
                 else:
@@ -266,11 +275,16 @@ class MsgpackFramer:
                 break
             size = from_bytes(chunk[pos:body])
             stop = body + size
-            if size > limit:
+            if size > limit or not size:
+                # An empty payload is no value; let it through and a frame holding two
+                # values would balance the batch's element count.
                 self._flush(batch, count, chunk[first:pos], out)
                 batch = bytearray(b"\xdd\0\0\0\0")
                 count = 0
-                error = f"frame of {size} bytes exceeds the {limit}-byte limit"
+                if size:
+                    error = f"frame of {size} bytes exceeds the {limit}-byte limit"
+                else:
+                    error = "empty frame"
                 out.append(BadEvent(self._index, None, error))
                 self._index += 1
                 if stop > end:

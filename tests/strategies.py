@@ -1,0 +1,235 @@
+"""Hypothesis strategies shared by the test packages (one section per package)."""
+
+# ============================================================================ events
+# Strategies for the wire events of ``events._schema`` (used by tests/events).
+
+from hypothesis import strategies as st
+
+import events as _events
+
+_EV_I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+_EV_NON_NEG_I64 = st.integers(min_value=0, max_value=2**63 - 1)
+_EV_POS_I64 = st.integers(min_value=1, max_value=2**63 - 1)
+_EV_FLOAT = st.floats(allow_nan=False, allow_infinity=False)
+_EV_NON_NEG_FLOAT = st.floats(min_value=0, allow_nan=False, allow_infinity=False)
+_EV_TEXT = st.text(max_size=20)
+_EV_NAME = st.text(min_size=1, max_size=20)
+_EV_ATTR_VALUE = st.one_of(_EV_TEXT, st.booleans(), _EV_I64, _EV_FLOAT)
+
+worker_up_events = st.builds(
+    _events.WorkerUp,
+    name=_EV_NAME,
+    slots=_EV_NON_NEG_I64,
+    attrs=st.dictionaries(_EV_TEXT, _EV_ATTR_VALUE, max_size=4),
+    resources=st.dictionaries(_EV_TEXT, _EV_NON_NEG_FLOAT, max_size=4),
+)
+worker_down_events = st.builds(_events.WorkerDown, name=_EV_NAME)
+worker_removed_events = st.builds(_events.WorkerRemoved, name=_EV_NAME)
+shared_resource_events = st.builds(_events.SharedResource, name=_EV_NAME, total=_EV_NON_NEG_FLOAT)
+job_submitted_events = st.builds(
+    _events.JobSubmitted,
+    job_id=_EV_NAME,
+    user=_EV_TEXT,
+    queue=_EV_TEXT,
+    project=_EV_TEXT,
+    priority=_EV_I64,
+    submit_time=_EV_FLOAT,
+    min_tasks=_EV_POS_I64,
+    max_tasks=_EV_POS_I64,
+    resreq=_EV_TEXT,
+)
+job_finished_events = st.builds(_events.JobFinished, job_id=_EV_NAME)
+job_cancelled_events = st.builds(_events.JobCancelled, job_id=_EV_NAME)
+queue_config_events = st.builds(
+    _events.QueueConfig, name=_EV_TEXT, priority=_EV_I64, picker=st.none() | _EV_TEXT
+)
+session_begin_events = st.builds(_events.SessionBegin)
+
+input_events = st.one_of(
+    worker_up_events,
+    worker_down_events,
+    worker_removed_events,
+    shared_resource_events,
+    job_submitted_events,
+    job_finished_events,
+    job_cancelled_events,
+    queue_config_events,
+    session_begin_events,
+)
+
+job_allocated_decisions = st.builds(
+    _events.JobAllocated,
+    session=_EV_I64,
+    job_id=_EV_TEXT,
+    hosts=st.lists(st.builds(_events.HostSlots, host=_EV_TEXT, slots=_EV_I64), max_size=4),
+)
+job_pended_decisions = st.builds(
+    _events.JobPended,
+    session=_EV_I64,
+    job_id=_EV_TEXT,
+    reason=_EV_TEXT,
+    detail=_EV_TEXT,
+    cached=st.booleans(),
+)
+job_rejected_decisions = st.builds(_events.JobRejected, job_id=_EV_TEXT, error=_EV_TEXT)
+event_rejected_decisions = st.builds(
+    _events.EventRejected, index=_EV_I64, error=_EV_TEXT, line=st.none() | _EV_I64
+)
+session_end_decisions = st.builds(
+    _events.SessionEnd, session=_EV_I64, allocated=_EV_I64, pended=_EV_I64, elapsed_s=_EV_FLOAT
+)
+
+decisions = st.one_of(
+    job_allocated_decisions,
+    job_pended_decisions,
+    job_rejected_decisions,
+    event_rejected_decisions,
+    session_end_decisions,
+)
+wire_events = st.one_of(input_events, decisions)
+
+# ============================================================================ resreq
+# Strategies for resource-requirement trees and select texts (used by tests/core).
+
+from xce_core import (  # noqa: E402  (each section keeps its own imports)
+    Alternative,
+    Compound,
+    OrderKey,
+    Primary,
+    ResReq,
+    RusageTerm,
+    Span,
+    compile_select,
+)
+
+_RR_NAMES = st.sampled_from(["mem", "swp", "tmp", "gpu", "ncpus", "lic_a", "r15s", "ut", "_x1"])
+_RR_AMOUNT = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False)
+_RR_COUNT = st.integers(min_value=1, max_value=10_000)
+
+# Select texts are generated fully parenthesised, so their meaning is unambiguous;
+# the canonical form drops what precedence allows and must keep the meaning.
+_SEL_NAMES = st.sampled_from(["a", "b", "mem", "type", "model", "gpu", "X86_64", "any", "local"])
+_SEL_SMALL = st.integers(min_value=0, max_value=9).map(str)  # comparisons go both ways
+_SEL_NUMBERS = st.one_of(
+    _SEL_SMALL,
+    st.integers(min_value=0, max_value=10**6).map(str),
+    st.floats(min_value=0, max_value=1e6, allow_nan=False).map(repr),
+    st.sampled_from(["1e3", ".5", "2.", "1E-2"]),
+)
+_SEL_STRINGS = st.one_of(
+    st.text(alphabet="abX_-. 1'", max_size=4).map(lambda s: '"' + s + '"'),
+    st.text(alphabet='abX_-. 1"', max_size=4).map(lambda s: "'" + s + "'"),
+    st.sampled_from(["LINUX2.4", "v1.2.3"]),
+)
+
+
+def _sel_binary(inner: st.SearchStrategy[str], ops: list[str]) -> st.SearchStrategy[str]:
+    return st.tuples(inner, st.sampled_from(ops), inner).map(lambda t: f"({t[0]}{t[1]}{t[2]})")
+
+
+# Names and small numbers dominate, so arithmetic is mostly on numbers a host has.
+_SEL_VALUES = st.recursive(
+    st.one_of(_SEL_NAMES, _SEL_NAMES, _SEL_SMALL, _SEL_SMALL, _SEL_NUMBERS, _SEL_STRINGS),
+    lambda inner: st.one_of(
+        _sel_binary(inner, ["+", "-", "*", "/"]),
+        _sel_binary(inner, ["+", "-", "*", "/"]),
+        inner.map(lambda v: f"-({v})"),
+    ),
+    max_leaves=5,
+)
+_SEL_COMPARISONS = st.one_of(
+    st.tuples(
+        _SEL_VALUES, st.sampled_from(["==", "!=", "<", ">", "<=", ">=", "="]), _SEL_VALUES
+    ).map(lambda t: f"({t[0]}{t[1]}{t[2]})"),
+    st.tuples(_SEL_VALUES, st.sampled_from(["<", ">"]), _SEL_SMALL).map(
+        lambda t: f"({t[0]}{t[1]}{t[2]})"
+    ),
+)
+select_texts = st.recursive(
+    st.one_of(
+        _SEL_COMPARISONS,
+        _SEL_NAMES,  # bare names: true or false depending on the host
+        _SEL_NAMES.map(lambda n: f"defined({n})"),
+        _SEL_SMALL,
+    ),
+    lambda inner: st.one_of(
+        _sel_binary(inner, ["&&", "||", " and ", " OR "]),
+        _sel_binary(inner, ["&&", "||"]),
+        _sel_binary(inner, ["&&", "||"]),
+        inner.map(lambda c: f"!({c})"),
+        inner.map(lambda c: f" Not ({c})"),
+    ),
+    max_leaves=10,
+)
+"""Valid select source texts, fully parenthesised."""
+
+select_exprs = select_texts.map(compile_select)
+
+select_hosts = st.dictionaries(
+    _SEL_NAMES,
+    st.one_of(
+        st.integers(min_value=-1, max_value=3),
+        st.integers(min_value=-1, max_value=3),
+        st.booleans(),
+        st.floats(min_value=-5, max_value=5, allow_nan=False),
+        st.sampled_from(["a", "X86_64", "LINUX2.4", "", "any"]),
+    ),
+    min_size=5,
+    max_size=9,
+)
+"""Host values for select evaluation: a plain dict is a HostValues."""
+
+rusage_alternatives = st.lists(
+    st.builds(
+        RusageTerm,
+        name=_RR_NAMES,
+        amount=_RR_AMOUNT,
+        duration=st.none() | _RR_AMOUNT,
+        decay=st.sampled_from([None, 0.0, 1.0]),
+    ),
+    min_size=1,
+    max_size=4,
+    unique_by=lambda term: term.name,
+).map(tuple)
+
+spans = st.one_of(
+    st.builds(Span, hosts=st.sampled_from([1, -1]) | st.integers(min_value=1, max_value=64)),
+    st.builds(Span, ptile=st.integers(min_value=1, max_value=64)),
+)
+
+
+def primaries(count: st.SearchStrategy[int] | None = None) -> st.SearchStrategy[Primary]:
+    """Primaries with any subset of sections; ``count`` draws the compound count
+    (none: ``count=None``, as for a top-level primary or a compound's last part)."""
+    return st.builds(
+        Primary,
+        select=st.none() | select_exprs,
+        order=st.lists(
+            st.builds(OrderKey, name=_RR_NAMES, reverse=st.booleans()),
+            max_size=3,
+            unique_by=lambda key: key.name,
+        ).map(tuple),
+        rusage=st.lists(rusage_alternatives, max_size=3).map(tuple),
+        span=st.none() | spans,
+        same=st.lists(_RR_NAMES, max_size=3, unique=True).map(tuple),
+        affinity=st.none()
+        | st.from_regex(r"[a-z]+(\([a-z0-9=,]+\))?(:[a-z]+=[a-z0-9]+)*", fullmatch=True),
+        count=st.none() if count is None else count,
+    )
+
+
+@st.composite
+def compounds(draw: st.DrawFn) -> Compound:
+    """Counted parts, optionally followed by one last part without a count."""
+    parts = draw(st.lists(primaries(_RR_COUNT), min_size=1, max_size=3))
+    if draw(st.booleans()):
+        parts.append(draw(primaries()))
+    return Compound(tuple(parts))
+
+
+alternatives = st.lists(st.one_of(primaries(), compounds()), min_size=1, max_size=3).map(
+    lambda options: Alternative(tuple(options))
+)
+
+resreqs: st.SearchStrategy[ResReq] = st.one_of(primaries(), compounds(), alternatives)
+"""Any tree ``parse_resreq`` can produce."""

@@ -505,7 +505,14 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
 @click.option("--listen", metavar="ADDRESS", help="tcp://HOST:PORT or unix:PATH.")
 @click.option("--once", is_flag=True, help="With --listen: exit after the first connection.")
 @click.option("--output", "output_path", metavar="FILE", help="Write decisions to FILE.")
-@click.option("--format", "input_format", type=_FORMATS, default="ndjson", show_default=True)
+@click.option(
+    "--format",
+    "input_format",
+    type=_FORMATS,
+    default="ndjson",
+    show_default=True,
+    help="Input: JSON lines, or msgpack frames after a 4-byte big-endian length.",
+)
 @click.option("--output-format", type=_FORMATS, help="Default: the input format.")
 @click.option(
     "--interval",

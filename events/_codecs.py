@@ -68,6 +68,12 @@ class EventDecoder(Generic[T]):
     one msgpack payload, in bytes; it also bounds the memory held for a partial
     item. The msgspec decoders are built once, here.
 
+    Each NDJSON line must hold exactly one JSON value and each msgpack frame
+    exactly one msgpack value; anything else is a :class:`BadEvent`. (Batches
+    are checked by element count; only input built to split one value over two
+    items *and* pack two values into a third item in the same chunk could be
+    mis-attributed, and even then no good item is lost.)
+
     Items are numbered from 0 in stream order, bad ones included. A decoder is
     not thread-safe; its methods are synchronous and never block.
     Raises :class:`ValueError` for an unknown ``format`` or ``max_frame < 1``.

@@ -1,0 +1,217 @@
+"""Trace replay: a tiny trace whose schedule is worked out by hand, both policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xce_core import SchedulerConfig
+from xce_core.drivers.sim_cluster import (
+    ClusterSpec,
+    HostGroup,
+    SimulationError,
+    default_cluster,
+    load_cluster,
+)
+from xce_core.drivers.sim_report import JobOutcome, summarize, timeline
+from xce_core.drivers.simulate import job_request, simulate
+from xce_core.drivers.swf import SwfJob, parse_swf_line, read_swf
+
+
+def swf(job_id: int, submit: float, run: float, procs: int, **fields: float) -> SwfJob:
+    """A job with allocated processors ``procs`` and everything else -1 unless given."""
+    values = dict.fromkeys(SwfJob.__struct_fields__, -1)
+    values.update(job_id=job_id, submit=submit, run_time=run, alloc_procs=procs, **fields)
+    return parse_swf_line(" ".join(str(values[name]) for name in SwfJob.__struct_fields__))
+
+
+# Four one-slot hosts. By hand (F = FCFS, S = strict FIFO):
+#   t=0  1 (2 procs, 10 s) and 2 (1, 5 s) start: 1 slot free.
+#   t=1  3 (3 procs) cannot start.                       F and S: pending
+#   t=2  4 (1 proc, 3 s): F starts it (3 does not stop it); S waits behind 3.
+#   t=3  5 (1 proc, 0 s): no slot free.
+#   t=5  2 (and in F 4) finish. F: 3 still cannot start, 5 starts and ends at 5.
+#                                S: 2 free slots, 3 blocks everything.
+#   t=10 1 finishes: 3 starts (F and S); S also starts 4, then 5 finds no slot.
+#   t=13 S: 4 finishes, 5 starts and ends at 13.    t=14 3 finishes.
+# Jobs 6 (run time -1), 7 (8 procs) and 8 (no size) are rejected.
+TINY = [
+    swf(1, 0, 10, 2),
+    swf(2, 0, 5, 1),
+    swf(3, 1, 4, 3),
+    swf(4, 2, 3, 1),
+    swf(5, 3, 0, 1),
+    swf(6, 4, -1, 1),
+    swf(7, 4, 5, 8),
+    swf(8, 5, 2, -1),
+]
+FOUR_HOSTS = ClusterSpec((HostGroup(count=4, slots=1),))
+FCFS_STARTS = {"1": 0.0, "2": 0.0, "3": 10.0, "4": 2.0, "5": 5.0}
+FIFO_STARTS = {"1": 0.0, "2": 0.0, "3": 10.0, "4": 10.0, "5": 13.0}
+
+
+def starts(jobs: list[JobOutcome]) -> dict[str, float | None]:
+    return {o.job_id: o.start for o in jobs if o.status == "started"}
+
+
+@pytest.mark.parametrize("every_instant", [False, True])
+async def test_fcfs_lets_a_small_later_job_pass_a_blocked_big_one(every_instant: bool) -> None:
+    result = await simulate(TINY, FOUR_HOSTS, every_instant=every_instant)
+    assert starts(result.jobs) == FCFS_STARTS
+    by_id = {o.job_id: o for o in result.jobs}
+    assert by_id["5"].end == 5.0
+    assert by_id["3"].end == 14.0
+    assert by_id["1"].slots == 2
+    assert len({host for host, _ in by_id["3"].hosts}) == 3
+    s = result.summary
+    assert (s.jobs, s.started, s.rejected, s.never_started) == (8, 5, 3, 0)
+    assert s.rejected_by_reason == {"no_runtime": 1, "no_size": 1, "too_big": 1}
+    assert s.makespan == 14.0
+    assert s.wait_mean == pytest.approx(11 / 5)  # waits 0, 0, 9, 0, 2
+    assert (s.wait_median, s.wait_p95, s.wait_max) == (0.0, 9.0, 9.0)
+    assert s.bounded_slowdown_mean == pytest.approx(1.06)  # only job 3 above 1: 13/10
+    assert s.utilisation == pytest.approx(40 / 56)  # 2*10 + 5 + 3*4 + 3 + 0 over 14 s x 4
+    # Sessions at t = 0, 2, 5, 5 (job 5's finish), 10; at t = 1 and 3 nothing fits.
+    assert (s.sessions, s.sessions_skipped) == ((7, 0) if every_instant else (5, 2))
+
+
+@pytest.mark.parametrize("every_instant", [False, True])
+async def test_strict_fifo_waits_behind_the_blocked_job(every_instant: bool) -> None:
+    config = SchedulerConfig(strict_fifo=True)
+    result = await simulate(TINY, FOUR_HOSTS, config=config, every_instant=every_instant)
+    assert starts(result.jobs) == FIFO_STARTS
+    s = result.summary
+    assert s.policy == "fcfs strict-fifo"
+    assert s.wait_mean == pytest.approx(27 / 5)  # waits 0, 0, 9, 8, 10
+    assert (s.wait_median, s.wait_p95, s.wait_max) == (8.0, 10.0, 10.0)
+    assert s.bounded_slowdown_mean == pytest.approx(5.4 / 5)  # 1.3 (job 3) and 1.1 (job 4)
+    assert s.utilisation == pytest.approx(40 / 56)
+    assert s.makespan == 14.0
+
+
+async def test_rejections_carry_reasons() -> None:
+    result = await simulate(TINY, FOUR_HOSTS)
+    reasons = {o.job_id: o.reason for o in result.jobs if o.status == "rejected"}
+    assert reasons["6"] == "no_runtime"
+    assert reasons["8"] == "no_size"
+    assert reasons["7"] == "too_big: 8 processors, the cluster has 4 slots"
+
+
+async def test_zero_run_time_jobs_chain_at_one_instant() -> None:
+    # One host: three zero-second jobs at t=0 run one after the other, all at t=0.
+    jobs = [swf(i, 0, 0, 1) for i in (1, 2, 3)] + [swf(4, 0, 7, 1)]
+    result = await simulate(jobs, ClusterSpec((HostGroup(count=1, slots=1),)))
+    assert starts(result.jobs) == {"1": 0.0, "2": 0.0, "3": 0.0, "4": 0.0}
+    assert result.summary.makespan == 7.0
+
+
+async def test_jobs_that_can_never_start_are_reported() -> None:
+    cluster = ClusterSpec((HostGroup(count=2, slots=1, resources={"mem": 1024}),))
+    jobs = [swf(1, 0, 5, 1, req_mem=2048 * 1024), swf(2, 1, 5, 1, req_mem=512 * 1024)]
+    result = await simulate(jobs, cluster)
+    by_id = {o.job_id: o for o in result.jobs}
+    assert by_id["1"].status == "never_started"
+    assert by_id["2"].start == 1.0
+    assert result.summary.never_started == 1
+
+
+async def test_core_rejections_are_counted() -> None:
+    # A compound whose fixed part asks for more tasks than the job has.
+    result = await simulate(TINY[:2], FOUR_HOSTS, resreq="2*{span[hosts=1]} + {span[hosts=1]}")
+    reasons = {o.job_id: o.reason for o in result.jobs}
+    assert reasons["2"].startswith("core: compound parts")
+    assert result.summary.rejected_by_reason == {"core": 2}  # job 1 (2 procs) too
+
+
+def test_duplicate_ids_are_rejected() -> None:
+    import anyio
+
+    jobs = [swf(1, 0, 5, 1), swf(1, 3, 5, 1)]
+    result = anyio.run(lambda: simulate(jobs, FOUR_HOSTS))
+    assert [o.status for o in result.jobs] == ["started", "rejected"]
+    assert result.jobs[1].reason == "duplicate_id"
+
+
+def test_job_request_adds_memory_and_partition_only_when_hosts_have_them() -> None:
+    job = swf(1, 0, 5, 2, req_mem=1500, partition=3)
+    assert job_request(job, FOUR_HOSTS) == (2, "")
+    rich = ClusterSpec(
+        (HostGroup(count=4, slots=2, attrs={"partition": 3}, resources={"mem": 8}),)
+    )
+    assert job_request(job, rich) == (2, "select[partition==3] rusage[mem=2]")
+    assert job_request(job, rich, "span[hosts=1]") == (2, "span[hosts=1]")
+    assert job_request(swf(2, 0, 5, 2, req_procs=6), rich) == (6, "")  # requested wins
+    assert job_request(swf(3, -1, 5, 2), rich) == "no_submit"
+
+
+def test_default_cluster_falls_back_from_header_to_job_sizes() -> None:
+    jobs = [swf(1, 0, 5, 6)]
+    assert default_cluster({"MaxProcs": "16"}, jobs).total_slots == 16
+    assert default_cluster({"MaxNodes": "8"}, jobs).total_slots == 8
+    only = default_cluster({}, jobs, slots=4)
+    assert (only.hosts, only.total_slots) == (2, 8)
+    assert default_cluster({}, jobs, hosts=3, slots=2).total_slots == 6
+
+
+def test_cluster_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "[[group]]\ncount = 2\nslots = 4\nresources = { mem = 4096 }\n"
+        '[[group]]\ncount = 1\nslots = 8\nname = "big"\nattrs = { partition = 2 }\n'
+        "[[group]]\ncount = 1\nslots = 1\n"
+    )
+    cluster = load_cluster(path)
+    assert (cluster.hosts, cluster.total_slots) == (4, 17)
+    workers = cluster.workers()
+    assert [w.name for w in workers] == ["h0001", "h0002", "big0001", "h0003"]
+    assert workers[0].resources == {"mem": 4096.0}
+    assert workers[2].attrs == {"partition": 2}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "at least one"),
+        ("[[group]]\ncount = 0\nslots = 1\n", "count must be a positive integer"),
+        ("[[group]]\ncount = 1\nslots = 1\ncolour = 3\n", "unknown keys"),
+        ("[[group]]\ncount = 1\nslots = 1\nresources = { mem = -1 }\n", "non-negative"),
+        ("[[group]\n", "cannot read"),
+    ],
+)
+def test_bad_cluster_file(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(SimulationError, match=message):
+        load_cluster(path)
+
+
+def test_timeline_steps() -> None:
+    done = JobOutcome(
+        job_id="1", submit=0, run_time=4, procs=2, status="started", start=1, end=5,
+        wait=1, hosts=[("h1", 2)],
+    )  # fmt: skip
+    never = JobOutcome(job_id="2", submit=2, run_time=1, procs=1)
+    assert timeline([done, never]) == ([0, 1, 2, 5], [0, 2, 2, 0], [1, 0, 1, 1])
+
+
+def test_summary_of_nothing() -> None:
+    s = summarize([], policy="fcfs", hosts=1, total_slots=1, sessions=0, wall_time_s=0)
+    assert (s.jobs, s.makespan, s.utilisation, s.wait_mean) == (0, 0.0, 0.0, 0.0)
+
+
+NASA = Path(__file__).resolve().parents[3] / "shared/traces/NASA-iPSC-1993-3.1-cln.swf.gz"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NASA.exists(), reason="the shared NASA trace is not beside the checkout")
+async def test_nasa_trace_replays_completely(request: pytest.FixtureRequest) -> None:
+    # addopts does not deselect slow tests, so opt in explicitly (-m slow).
+    if "slow" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("slow: opt in with -m slow")
+    trace = read_swf(NASA)
+    result = await simulate(trace.jobs, default_cluster(trace.header, trace.jobs))
+    s = result.summary
+    assert s.total_slots == 128
+    assert s.jobs == s.started == 18239
+    assert 0.3 < s.utilisation < 0.7

@@ -1,0 +1,255 @@
+"""Results of a trace replay: per-job outcomes, the summary metrics, their output.
+
+Metric definitions (``started`` = jobs that got an allocation):
+
+- ``makespan``: last end of a started job minus the first submit of any job
+  that was not rejected (0 when nothing started).
+- ``wait``: start minus submit, over started jobs; mean, median, p95 (nearest
+  rank) and max.
+- ``bounded_slowdown``: mean over started jobs of
+  ``max(1, (wait + run) / max(run, 10 s))``.
+- ``utilisation``: the sum of allocated slots x run time over started jobs,
+  divided by ``makespan x total slots``.
+- ``sessions`` run and ``sessions_skipped`` (instants with pending jobs where no
+  job could start, see :func:`~xce_core.drivers.simulate.simulate`).
+- ``jobs_per_s``: replayed jobs divided by the wall time of the replay.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+
+from xce_core._errors import XceError
+
+__all__ = [
+    "BOUNDED_SLOWDOWN_TAU",
+    "JobOutcome",
+    "SimResult",
+    "SimSummary",
+    "format_table",
+    "plot_timeline",
+    "summarize",
+    "timeline",
+    "write_schedule",
+]
+
+BOUNDED_SLOWDOWN_TAU: Final = 10.0
+
+Status = Literal["started", "rejected", "never_started"]
+
+
+class JobOutcome(msgspec.Struct, kw_only=True, gc=False):
+    """What happened to one job. ``start``, ``end`` and ``wait`` are set only for
+    started jobs; ``hosts`` is the allocation as ``(host, slots)`` pairs; ``reason``
+    says why a job was rejected or never started."""
+
+    job_id: str
+    submit: float
+    run_time: float
+    procs: int
+    status: Status = "never_started"
+    start: float | None = None
+    end: float | None = None
+    wait: float | None = None
+    hosts: list[tuple[str, int]] = []
+    reason: str = ""
+
+    @property
+    def slots(self) -> int:
+        """Slots held while running (0 if the job never started)."""
+        return sum(n for _, n in self.hosts)
+
+
+class SimSummary(msgspec.Struct, kw_only=True):
+    """Aggregate figures of one replay (see the module docstring for definitions)."""
+
+    policy: str
+    hosts: int
+    total_slots: int
+    jobs: int
+    started: int
+    rejected: int
+    rejected_by_reason: dict[str, int]
+    never_started: int
+    makespan: float
+    wait_mean: float
+    wait_median: float
+    wait_p95: float
+    wait_max: float
+    bounded_slowdown_mean: float
+    utilisation: float
+    sessions: int
+    sessions_skipped: int
+    wall_time_s: float
+    jobs_per_s: float
+
+
+class SimResult(msgspec.Struct, kw_only=True):
+    """A replay's summary and every job's outcome in trace order."""
+
+    summary: SimSummary
+    jobs: list[JobOutcome]
+
+
+def _percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile of non-empty, sorted values."""
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def summarize(
+    outcomes: Sequence[JobOutcome],
+    *,
+    policy: str,
+    hosts: int,
+    total_slots: int,
+    sessions: int,
+    sessions_skipped: int = 0,
+    wall_time_s: float,
+) -> SimSummary:
+    """Compute the summary of finished replay ``outcomes``. Pure."""
+    started = [o for o in outcomes if o.status == "started"]
+    rejected: dict[str, int] = {}
+    for o in outcomes:
+        if o.status == "rejected":
+            key = o.reason.split(":", 1)[0]
+            rejected[key] = rejected.get(key, 0) + 1
+    waits = sorted(o.wait for o in started if o.wait is not None)
+    first_submit = min((o.submit for o in outcomes if o.status != "rejected"), default=0.0)
+    last_end = max((o.end for o in started if o.end is not None), default=first_submit)
+    makespan = max(0.0, last_end - first_submit) if started else 0.0
+    work = sum(o.slots * o.run_time for o in started)
+    slowdowns = [
+        max(1.0, ((o.wait or 0.0) + o.run_time) / max(o.run_time, BOUNDED_SLOWDOWN_TAU))
+        for o in started
+    ]
+    return SimSummary(
+        policy=policy,
+        hosts=hosts,
+        total_slots=total_slots,
+        jobs=len(outcomes),
+        started=len(started),
+        rejected=sum(rejected.values()),
+        rejected_by_reason=dict(sorted(rejected.items())),
+        never_started=sum(1 for o in outcomes if o.status == "never_started"),
+        makespan=makespan,
+        wait_mean=statistics.fmean(waits) if waits else 0.0,
+        wait_median=statistics.median(waits) if waits else 0.0,
+        wait_p95=_percentile(waits, 0.95) if waits else 0.0,
+        wait_max=waits[-1] if waits else 0.0,
+        bounded_slowdown_mean=statistics.fmean(slowdowns) if slowdowns else 0.0,
+        utilisation=work / (makespan * total_slots) if makespan > 0 and total_slots else 0.0,
+        sessions=sessions,
+        sessions_skipped=sessions_skipped,
+        wall_time_s=wall_time_s,
+        jobs_per_s=len(outcomes) / wall_time_s if wall_time_s > 0 else 0.0,
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds:.0f} s ({seconds / 60:.1f} min)"
+    if seconds < 86400:
+        return f"{seconds:.0f} s ({seconds / 3600:.1f} h)"
+    return f"{seconds:.0f} s ({seconds / 86400:.1f} d)"
+
+
+def format_table(summary: SimSummary) -> str:
+    """The summary as an aligned two-column text table (no trailing newline)."""
+    s = summary
+    rejected = ", ".join(f"{k} {v}" for k, v in s.rejected_by_reason.items())
+    rows = [
+        ("policy", s.policy),
+        ("cluster", f"{s.hosts} hosts, {s.total_slots} slots"),
+        ("jobs", f"{s.jobs}"),
+        ("started", f"{s.started}"),
+        ("rejected", f"{s.rejected}" + (f" ({rejected})" if rejected else "")),
+        ("never started", f"{s.never_started}"),
+        ("makespan", _duration(s.makespan)),
+        ("wait mean", _duration(s.wait_mean)),
+        ("wait median", _duration(s.wait_median)),
+        ("wait p95", _duration(s.wait_p95)),
+        ("wait max", _duration(s.wait_max)),
+        ("bounded slowdown", f"{s.bounded_slowdown_mean:.2f} (mean, tau 10 s)"),
+        ("utilisation", f"{s.utilisation:.1%}"),
+        ("sessions", f"{s.sessions} run, {s.sessions_skipped} skipped (could start nothing)"),
+        ("wall time", f"{s.wall_time_s:.3f} s"),
+        ("jobs/s", f"{s.jobs_per_s:,.0f}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def write_schedule(path: Path, outcomes: Iterable[JobOutcome]) -> None:
+    """Write one JSON object per job (trace order) to ``path`` (JSON Lines)."""
+    encoder = msgspec.json.Encoder()
+    with path.open("wb") as out:
+        for outcome in outcomes:
+            out.write(encoder.encode(outcome))
+            out.write(b"\n")
+
+
+def timeline(outcomes: Iterable[JobOutcome]) -> tuple[list[float], list[int], list[int]]:
+    """Step functions over time: instants, busy slots and queued jobs after each.
+
+    A job is queued from its submit to its start (to the end of the replay when
+    it never started); rejected jobs are never queued.
+    """
+    changes: dict[float, list[int]] = {}
+    for o in outcomes:
+        if o.status == "rejected":
+            continue
+        changes.setdefault(o.submit, [0, 0])[1] += 1
+        if o.start is not None and o.end is not None:
+            changes.setdefault(o.start, [0, 0])[1] -= 1
+            changes.setdefault(o.start, [0, 0])[0] += o.slots
+            changes.setdefault(o.end, [0, 0])[0] -= o.slots
+    times: list[float] = []
+    busy: list[int] = []
+    queued: list[int] = []
+    b = q = 0
+    for t in sorted(changes):
+        db, dq = changes[t]
+        b += db
+        q += dq
+        times.append(t)
+        busy.append(b)
+        queued.append(q)
+    return times, busy, queued
+
+
+def plot_timeline(result: SimResult, path: Path, title: str = "") -> None:
+    """Draw utilisation and queue length over time into ``path`` (PNG, SVG... by
+    suffix). Raises :class:`XceError` telling how to install matplotlib if missing."""
+    try:
+        # Imported by name: matplotlib is an optional extra without type stubs here.
+        matplotlib: Any = importlib.import_module("matplotlib")
+        matplotlib.use("Agg")
+        plt: Any = importlib.import_module("matplotlib.pyplot")
+    except ImportError:
+        raise XceError(
+            "--plot needs matplotlib: pip install 'xce[plot]' (or pip install matplotlib)"
+        ) from None
+    times, busy, queued = timeline(result.jobs)
+    total = result.summary.total_slots or 1
+    hours = [t / 3600.0 for t in times]
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6))
+    top.step(hours, [100.0 * b / total for b in busy], where="post", linewidth=0.7)
+    top.set_ylabel("utilisation (%)")
+    top.set_ylim(0, 105)
+    bottom.step(hours, queued, where="post", linewidth=0.7, color="tab:orange")
+    bottom.set_ylabel("queued jobs")
+    bottom.set_xlabel("time (h)")
+    fig.suptitle(title or f"{result.summary.policy}: {result.summary.jobs} jobs")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

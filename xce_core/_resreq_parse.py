@@ -213,6 +213,9 @@ class _Parser:
         while pos < self.end and text[pos] != closer:
             head = _SECTION_HEAD.match(text, pos)
             if head is None:
+                if text[pos] in "]}":
+                    opener = "[" if text[pos] == "]" else "{"
+                    self.fail(f"unexpected {text[pos]!r} without a matching {opener!r}", pos)
                 if text[pos] == "|":
                     self.fail("expected a section; brace each alternative: {...} || {...}", pos)
                 self.fail(f"expected a section such as order[...], found {text[pos]!r}", pos)

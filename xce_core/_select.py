@@ -40,7 +40,8 @@ Semantics (they follow LSF; "missing" means ``host.get(name)`` is ``None``):
 * **Precedence**, loosest first: ``||``, ``&&``, ``!``, comparisons (which do not
   chain: ``a<b<c`` is an error), ``+ -``, ``* /``, unary ``-``. Note that ``!``
   binds looser than comparisons: ``!a==b`` means ``!(a==b)``.
-* A string constant alone is not a condition (``select['x']`` is an error).
+* A string constant is not a condition: ``select['x']`` and ``'x' && a`` are
+  errors (``('x')=='x'`` is fine).
 
 Canonical text: operators ``&& || ! ==`` (keywords and ``=`` are normalised),
 `` && `` and `` || `` with one space on each side and no other spaces, the
@@ -53,6 +54,7 @@ chains are flattened. ``compile_select(e.text) is e``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final, NoReturn
 
 from xce_core._errors import ResReqSyntaxError
@@ -122,7 +124,7 @@ class _Parser:
     def parse(self) -> Node:
         if self.peek().kind == EOF:
             self.fail("expected a select expression", self.peek().column)
-        node = self.or_expr()
+        node = self.condition(self.or_expr)
         token = self.peek()
         if token.kind != EOF:
             if token.text == ")":
@@ -133,31 +135,47 @@ class _Parser:
             )
         return node
 
+    def condition(self, parse: Callable[[], Node]) -> Node:
+        """Parse an operand of ``&& || !`` or the whole expression. A string
+        constant is a value, not a condition; ``('x')`` is fine inside arithmetic
+        or a comparison, so only these callers check."""
+        first = self.peek()
+        node = parse()
+        if isinstance(node, Str):
+            self.fail("expected a comparison, found a string constant", first.column)
+        return node
+
     def or_expr(self) -> Node:
+        first = self.peek()
         items = [self.and_expr()]
         while self.take_op("||"):
-            items.append(self.and_expr())
-        return items[0] if len(items) == 1 else Or(_flatten(items, Or))
+            items.append(self.condition(self.and_expr))
+        if len(items) == 1:
+            return items[0]
+        if isinstance(items[0], Str):
+            self.fail("expected a comparison, found a string constant", first.column)
+        return Or(_flatten(items, Or))
 
     def and_expr(self) -> Node:
+        first = self.peek()
         items = [self.not_expr()]
         while self.take_op("&&"):
-            items.append(self.not_expr())
-        return items[0] if len(items) == 1 else And(_flatten(items, And))
+            items.append(self.condition(self.not_expr))
+        if len(items) == 1:
+            return items[0]
+        if isinstance(items[0], Str):
+            self.fail("expected a comparison, found a string constant", first.column)
+        return And(_flatten(items, And))
 
     def not_expr(self) -> Node:
         if self.take_op("!"):
-            return Not(self.not_expr())
+            return Not(self.condition(self.not_expr))
         return self.comparison()
 
     def comparison(self) -> Node:
-        first = self.peek()
         left = self.additive()
         token = self.peek()
         if token.kind != OP or token.text not in COMPARISONS:
-            if isinstance(left, Str):
-                message = f"expected a comparison after the string {first.text}"
-                self.fail(message, token.column)
             return left
         self.index += 1
         right = self.additive()

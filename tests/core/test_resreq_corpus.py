@@ -1,0 +1,316 @@
+"""A corpus of LSF ``bsub -R`` strings: the tree each valid one parses to, and the
+column and message of each invalid one.
+
+Many entries are the examples of IBM Spectrum LSF's documentation (resource
+requirement strings, rusage with duration/decay and ``||``, compound and
+alternative requirements); the rest probe edges of xce's grammar.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from xce_core import (
+    Alternative,
+    Compound,
+    OrderKey,
+    Primary,
+    ResReq,
+    ResReqSyntaxError,
+    RusageTerm,
+    Span,
+    compile_select,
+    parse_resreq,
+)
+
+
+def primary(
+    select: str | None = None,
+    *,
+    order: str = "",
+    rusage: tuple[tuple[RusageTerm, ...], ...] = (),
+    span: Span | None = None,
+    same: tuple[str, ...] = (),
+    affinity: str | None = None,
+    count: int | None = None,
+) -> Primary:
+    """A Primary; ``select`` is the expected *canonical* select text and ``order``
+    is written as in order[] (``"-mem:ut"``)."""
+    keys = tuple(OrderKey(key.lstrip("-"), key.startswith("-")) for key in order.split(":") if key)
+    return Primary(
+        select=None if select is None else compile_select(select),
+        order=keys,
+        rusage=rusage,
+        span=span,
+        same=same,
+        affinity=affinity,
+        count=count,
+    )
+
+
+def usage(*alternatives: list[RusageTerm]) -> tuple[tuple[RusageTerm, ...], ...]:
+    return tuple(tuple(terms) for terms in alternatives)
+
+
+T = RusageTerm
+
+VALID: list[tuple[str, ResReq]] = [
+    # -- empty and simple ---------------------------------------------------------------------
+    ("", primary()),
+    ("   \t", primary()),
+    # LSF docs: the basic example string.
+    (
+        "select[type==any] order[ut] rusage[mem=1024]",
+        primary("type==any", order="ut", rusage=usage([T("mem", 1024)])),
+    ),
+    ("rusage[mem=20000:duration=20]", primary(rusage=usage([T("mem", 20000, 20)]))),
+    ("span[ptile=2]", primary(span=Span(ptile=2))),
+    # LSF docs: LINUX2.4 is a dotted word, hence a string constant.
+    (
+        "select[(type==LINUX2.4 && r1m < 2) || (type==SUNSOL && r1m < 1)]",
+        primary("type=='LINUX2.4' && r1m<2 || type==SUNSOL && r1m<1"),
+    ),
+    # LSF docs: the select keyword may be omitted when the select comes first.
+    ("type==X86_64 order[mem]", primary("type==X86_64", order="mem")),
+    ("swp > 15 && hpux order[ut]", primary("swp>15 && hpux", order="ut")),
+    (
+        "type==any order[ut] same[model] rusage[mem=1]",
+        primary("type==any", order="ut", same=("model",), rusage=usage([T("mem", 1)])),
+    ),
+    (
+        "select[type==any] order[ut] same[model] rusage[mem=1]",
+        primary("type==any", order="ut", same=("model",), rusage=usage([T("mem", 1)])),
+    ),
+    ("select[hname!='host06-x12']", primary("hname!='host06-x12'")),
+    ("rhel6 || rhel7", primary("rhel6 || rhel7")),
+    # -- rusage: LSF docs examples ------------------------------------------------------------
+    (
+        "rusage[mem=20, license=1:duration=2]",
+        primary(rusage=usage([T("mem", 20), T("license", 1, 2)])),
+    ),
+    (
+        "rusage[mem=20:swp=50:duration=1h, license=1:duration=2]",
+        primary(rusage=usage([T("mem", 20, 60), T("swp", 50, 60), T("license", 1, 2)])),
+    ),
+    (
+        "rusage[swp=20:duration=2h:decay=1, license=1:duration=2]",
+        primary(rusage=usage([T("swp", 20, 120, 1), T("license", 1, 2)])),
+    ),
+    (
+        "rusage[mem=20:duration=30:decay=1, lic=1:duration=30]",
+        primary(rusage=usage([T("mem", 20, 30, 1), T("lic", 1, 30)])),
+    ),
+    (
+        "rusage[app_lic_v201=1||app_lic_v15=1]",
+        primary(rusage=usage([T("app_lic_v201", 1)], [T("app_lic_v15", 1)])),
+    ),
+    (
+        "rusage[mem=20:app_lic_v201=1||mem=20:swp=50:app_lic_v15=1]",
+        primary(
+            rusage=usage(
+                [T("mem", 20), T("app_lic_v201", 1)],
+                [T("mem", 20), T("swp", 50), T("app_lic_v15", 1)],
+            )
+        ),
+    ),
+    ("rusage[mem=50:duration=100:decay=1]", primary(rusage=usage([T("mem", 50, 100, 1)]))),
+    (
+        "rusage[r1m=0.5:mem=20:swp=40]",
+        primary(rusage=usage([T("r1m", 0.5), T("mem", 20), T("swp", 40)])),
+    ),
+    ("rusage[mem=4000:duration=3600s]", primary(rusage=usage([T("mem", 4000, 60)]))),
+    ("rusage[lic=1:duration=30m:decay=0]", primary(rusage=usage([T("lic", 1, 30, 0)]))),
+    # -- rusage: separators and alternatives --------------------------------------------------
+    ("rusage[mem=100,tmp=20]", primary(rusage=usage([T("mem", 100), T("tmp", 20)]))),
+    ("rusage[mem=100:tmp=20]", primary(rusage=usage([T("mem", 100), T("tmp", 20)]))),
+    ("rusage[mem=1000||mem=500]", primary(rusage=usage([T("mem", 1000)], [T("mem", 500)]))),
+    (
+        "rusage[mem=20000 || mem=10000:duration=20]",
+        primary(rusage=usage([T("mem", 20000)], [T("mem", 10000, 20)])),
+    ),
+    (
+        "rusage[a=1:duration=5:b=2:c=3:duration=6]",
+        primary(rusage=usage([T("a", 1, 5), T("b", 2, 6), T("c", 3, 6)])),
+    ),
+    ("rusage[ mem = 1e3 ]", primary(rusage=usage([T("mem", 1000)]))),
+    # -- order, span, same, affinity ----------------------------------------------------------
+    ("order[r15s:pg]", primary(order="r15s:pg")),
+    ("order[swp:r1m:tmp:r15s]", primary(order="swp:r1m:tmp:r15s")),
+    ("order[-mem]", primary(order="-mem")),
+    ("order[mem:-slots]", primary(order="mem:-slots")),
+    ("order[ - mem : ut ]", primary(order="-mem:ut")),
+    ("span[hosts=1]", primary(span=Span(hosts=1))),
+    ("span[hosts=-1]", primary(span=Span(hosts=-1))),
+    ("span[ ptile = 8 ]", primary(span=Span(ptile=8))),
+    ("same[type]", primary(same=("type",))),
+    ("same[type:model]", primary(same=("type", "model"))),
+    ("affinity[core(1)]", primary(affinity="core(1)")),
+    (
+        "affinity[ core(1,same=socket,exclusive=(socket,injob)):cpubind=core ]",
+        primary(affinity="core(1,same=socket,exclusive=(socket,injob)):cpubind=core"),
+    ),
+    ("affinity[thread(2)*[4]]", primary(affinity="thread(2)*[4]")),
+    # -- section order and spacing ------------------------------------------------------------
+    (
+        "rusage[mem=100] select[ncpus>1]",
+        primary("ncpus>1", rusage=usage([T("mem", 100)])),
+    ),
+    (
+        "same[model] span[ptile=4] order[-ut] rusage[tmp=5] select[a] affinity[core(1)]",
+        primary(
+            "a",
+            order="-ut",
+            rusage=usage([T("tmp", 5)]),
+            span=Span(ptile=4),
+            same=("model",),
+            affinity="core(1)",
+        ),
+    ),
+    ("  select [ type == any ]\n order[ ut ]  ", primary("type==any", order="ut")),
+    # -- select spellings ---------------------------------------------------------------------
+    (
+        "select[mem>4000 and (ncpus>=2 OR bigmem)]",
+        primary("mem>4000 && (ncpus>=2 || bigmem)"),
+    ),
+    ("select[not defined(gpu)]", primary("!defined(gpu)")),
+    ("select[defined(gpu) && !(gpu>0)]", primary("defined(gpu) && !(gpu>0)")),
+    ("select[type=X86_64]", primary("type==X86_64")),
+    ("select[mem>=1e3 && ut<.5]", primary("mem>=1000 && ut<0.5")),
+    ("select[((a))]", primary("a")),
+    ("select[name=='a]b']", primary("name=='a]b'")),
+    # -- compound (LSF docs shapes) -----------------------------------------------------------
+    (
+        "2*{select[type==any] rusage[mem=100]} + 4*{select[gpu>0]}",
+        Compound(
+            (
+                primary("type==any", rusage=usage([T("mem", 100)]), count=2),
+                primary("gpu>0", count=4),
+            )
+        ),
+    ),
+    (
+        "1*{select[type==any] order[r15s] rusage[mem=200]}"
+        " + {select[type==LINUX2.6] rusage[mem=100]}",
+        Compound(
+            (
+                primary("type==any", order="r15s", rusage=usage([T("mem", 200)]), count=1),
+                primary("type=='LINUX2.6'", rusage=usage([T("mem", 100)])),
+            )
+        ),
+    ),
+    ("4*{select[type==any]}", Compound((primary("type==any", count=4),))),
+    ("2 * { } + { select[a] }", Compound((primary(count=2), primary("a")))),
+    # -- alternative --------------------------------------------------------------------------
+    (
+        "{select[type==any] rusage[mem=100]} || {select[type==X86_64] rusage[mem=200]}",
+        Alternative(
+            (
+                primary("type==any", rusage=usage([T("mem", 100)])),
+                primary("type==X86_64", rusage=usage([T("mem", 200)])),
+            )
+        ),
+    ),
+    (
+        "{2*{select[type==any]} + {select[gpu>0]}} || {span[hosts=1]}",
+        Alternative(
+            (
+                Compound((primary("type==any", count=2), primary("gpu>0"))),
+                primary(span=Span(hosts=1)),
+            )
+        ),
+    ),
+    ("{select[a]}", Alternative((primary("a"),))),
+    ("{ }", Alternative((primary(),))),
+    ("{type==any order[ut]}||{ }", Alternative((primary("type==any", order="ut"), primary()))),
+]
+
+INVALID: list[tuple[str, int, str]] = [
+    # -- sections -----------------------------------------------------------------------------
+    ("select[a] select[b]", 10, "duplicate section 'select'"),
+    ("type==any select[a]", 10, "duplicate section 'select'"),
+    ("order[a] rusage[m=1] order[b]", 21, "duplicate section 'order'"),
+    ("foo[x]", 0, "unknown section 'foo'"),
+    ("select[a] cu[type:enclosure]", 10, "unknown section 'cu'"),
+    ("order[ut] type==any", 10, "expected a section"),
+    ("select[a] ]", 10, "unexpected ']' without a matching '['"),
+    ("select[a]}", 9, "unexpected '}' without a matching '{'"),
+    ("{select[a]}}", 11, "expected the end of the requirement"),
+    # -- unclosed brackets: reported at the opening character ---------------------------------
+    ("select[a", 6, "expected ']' to close select["),
+    ("select[a>1 order[b]", 6, "expected ']' to close select["),
+    ("affinity[core[1]", 8, "expected ']' to close affinity["),
+    ("{select[a]", 0, "expected '}' to close '{'"),
+    ("select[(a]", 7, "expected ')' to close '('"),
+    ("select[a=='x]", 10, "unterminated string"),
+    # -- empty sections -----------------------------------------------------------------------
+    ("select[]", 7, "expected a select expression"),
+    ("order[]", 6, "expected a resource name in order[]"),
+    ("order[mem:]", 10, "expected a resource name in order[]"),
+    ("same[]", 5, "expected a resource name in same[]"),
+    ("affinity[ ]", 10, "expected an affinity description"),
+    ("span[]", 5, "expected hosts= or ptile="),
+    ("rusage[]", 7, "expected a resource name in rusage[]"),
+    # -- rusage -------------------------------------------------------------------------------
+    ("rusage[mem=-1]", 11, "non-negative amount for 'mem'"),
+    ("rusage[mem=]", 11, "non-negative amount for 'mem'"),
+    ("rusage[mem]", 10, "expected '=' after 'mem'"),
+    ("rusage[mem=4G]", 12, "expected ':', ',', '||' or ']'"),
+    ("rusage[mem=1;tmp=2]", 12, "expected ':', ',', '||' or ']'"),
+    ("rusage[mem=1:mem=2]", 13, "duplicate resource 'mem'"),
+    ("rusage[duration=5]", 7, "expected a resource term before 'duration'"),
+    ("rusage[mem=1, decay=1]", 14, "expected a resource term before 'decay'"),
+    ("rusage[mem=1:decay=2]", 19, "expected decay=0 or decay=1"),
+    ("rusage[mem=1:duration=5:duration=6]", 24, "duplicate 'duration'"),
+    ("rusage[mem=1||]", 14, "expected a resource name in rusage[]"),
+    # -- span / same / order ------------------------------------------------------------------
+    ("span[ptile=abc]", 11, "expected a positive integer for ptile"),
+    ("span[ptile=0]", 11, "expected a positive integer for ptile"),
+    ("span[ptile=1.5]", 11, "expected a positive integer for ptile"),
+    ("span[hosts=0]", 11, "expected a positive integer or -1 for hosts"),
+    ("span[foo=1]", 5, "unknown span option 'foo'"),
+    ("span[hosts=1:ptile=2]", 13, "not both"),
+    ("span[ptile=2:ptile=2]", 13, "duplicate span option 'ptile'"),
+    ("same[type:type]", 10, "duplicate 'type' in same[]"),
+    ("order[mem mem]", 10, "expected ':' or ']' in order[]"),
+    # -- compound / alternative ---------------------------------------------------------------
+    ("0*{select[a]}", 0, "expected a positive task count"),
+    ("{ {select[a]} }", 2, "expected a task count N*"),
+    ("{select[a]} + 2*{select[b]}", 0, "only the last part of a compound"),
+    ("2*{a} + {b} + 3*{c}", 8, "only the last part of a compound"),
+    ("2*{a} + 3", 8, "expected N*{...} or {...} after '+'"),
+    ("select[a] || select[b]", 10, "brace each alternative"),
+    ("2*{select[a]} || {select[b]}", 14, "brace each alternative"),
+    ("{select[a]}||select[b]", 13, "expected '{' to start an alternative"),
+    # -- select expressions (columns are in the whole string) ---------------------------------
+    ("select[a &  b]", 9, "unexpected character '&'"),
+    ("select[a@b]", 8, "unexpected character '@'"),
+    ("select[a<b<c]", 10, "comparisons do not chain"),
+    ("select[mem>]", 11, "expected a value, a name or '('"),
+    ("select[mem>4000)]", 15, "unexpected ')'"),
+    ("select[type==x86 mem>1]", 17, "expected an operator or the end of the expression"),
+    ("select['abc']", 7, "expected a comparison, found a string constant"),
+    ("select[defined gpu]", 15, "expected '(' after defined"),
+    ("select[defined(1)]", 15, "expected a resource name in defined(...)"),
+    ("select[mem>1e999]", 11, "number out of range"),
+    ("order[ut] rusage[mem=1] type==any || x", 24, "expected a section"),
+    ("2*{mem>}", 7, "expected a value, a name or '('"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), VALID, ids=[text for text, _ in VALID])
+def test_valid_strings_parse_to_the_expected_tree(text: str, expected: ResReq) -> None:
+    assert parse_resreq(text) == expected
+
+
+@pytest.mark.parametrize(("text", "column", "fragment"), INVALID, ids=[t for t, _, _ in INVALID])
+def test_invalid_strings_report_column_and_expectation(
+    text: str, column: int, fragment: str
+) -> None:
+    with pytest.raises(ResReqSyntaxError) as caught:
+        parse_resreq(text)
+    assert (caught.value.column, caught.value.text) == (column, text)
+    assert fragment in caught.value.message
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(VALID) + len(INVALID) >= 60

@@ -111,3 +111,10 @@ def test_bundled_trace_is_what_the_generator_makes(tmp_path: Path) -> None:
     out = tmp_path / "synthetic.swf"
     CliRunner().invoke(generate_trace_command, [str(out), "--jobs", "2000", "--procs", "64"])
     assert read_swf(out).jobs == read_swf(EXAMPLE).jobs
+
+
+def test_plot_writes_an_image(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "p.png"
+    run(EXAMPLE, "--limit", "100", "--plot", out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

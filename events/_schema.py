@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Annotated, TypeAlias
 
-
 from msgspec import Meta, Struct
 
 __all__ = [

@@ -70,15 +70,25 @@ class Scheduler:
             await self._events.send(batch)
 
     async def decisions(self) -> AsyncIterator[Decision]:
-        """Every decision, in order, until the scheduler is closed."""
-        async for batch in self._decisions:
+        """Every decision, in order, until the scheduler is closed (then the
+        iteration ends once the decisions made so far are read)."""
+        async for batch in self.decision_batches():
             for decision in batch:
                 yield decision
 
     async def decision_batches(self) -> AsyncIterator[list[Decision]]:
         """Decisions in the batches the core flushed them (one per event batch or session)."""
-        async for batch in self._decisions:
-            yield batch
+        stream = self._decisions
+        try:
+            while True:
+                try:
+                    batch = await stream.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    return
+                yield batch
+        finally:
+            if stream.statistics().current_buffer_used == 0:
+                stream.close()
 
     def cancel_session(self) -> None:
         """Cancel the running session (committed allocations stand)."""
@@ -105,17 +115,22 @@ async def open_scheduler(
     in_send, in_receive = anyio.create_memory_object_stream[_Input](buffer)
     out_send, out_receive = anyio.create_memory_object_stream[list[Decision]](math.inf)
     sched = Scheduler(core, in_send, out_receive)
-    async with anyio.create_task_group() as tg:
-        await tg.start(_consume, core, in_receive, out_send)
-        interval = core.config.session_interval
-        timer = anyio.CancelScope()
-        if interval is not None:
-            tg.start_soon(_interval_ticks, interval, in_send.clone(), timer)
-        try:
-            yield sched
-        finally:
-            timer.cancel()
-            await in_send.aclose()
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(_consume, core, in_receive, out_send)
+            interval = core.config.session_interval
+            timer = anyio.CancelScope()
+            if interval is not None:
+                tg.start_soon(_interval_ticks, interval, in_send.clone(), timer)
+            try:
+                yield sched
+            finally:
+                timer.cancel()
+                await in_send.aclose()
+    finally:
+        # Nothing left to read: release the stream (reading later just ends at once).
+        if out_receive.statistics().current_buffer_used == 0:
+            out_receive.close()
 
 
 async def _consume(

@@ -87,6 +87,7 @@ class SchedulerCore:
         self.registry.picker(self.config.picker)  # fail early on a bad name
         self._dispatcher = Dispatcher(self.config, self.registry)
         self._picker_rank: dict[str, int] = {}
+        self._canonical: dict[str, str] = {}
         self.state = ClusterState(self._order_key)
         self.scratch = SessionScratch(
             self.state,
@@ -177,7 +178,12 @@ class SchedulerCore:
             self.state.job_rejected(ev)
             self._outbox.append(JobRejected(job_id=ev.job_id, error=problem))
             return
-        job = self.state.job_submitted(ev, resreq)
+        canonical = self._canonical.get(ev.resreq)
+        if canonical is None:
+            if len(self._canonical) >= 65536:
+                self._canonical.clear()
+            canonical = self._canonical[ev.resreq] = str(resreq)
+        job = self.state.job_submitted(ev, resreq, canonical)
         job.primary_fps = primary_fingerprints(self.state, job)
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:

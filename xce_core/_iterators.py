@@ -117,14 +117,28 @@ class HostIterator:
 
     __slots__ = ("_bucket", "_ctx", "_cursor_key", "_frontier", "_pos", "_want", "_workers")
 
-    def __init__(self, ctx: SchedContext, candidates: CandidateSet, bucket: int, want: Want):
+    def __init__(
+        self,
+        ctx: SchedContext,
+        candidates: CandidateSet,
+        bucket: int,
+        want: Want,
+        *,
+        start: int = 0,
+    ) -> None:
         self._ctx = ctx
         self._workers = candidates.workers
         self._bucket = bucket
         self._want = want
         self._cursor_key = (candidates.key, bucket, want)
-        self._pos = ctx.session.cursors.get(self._cursor_key, 0)
-        self._frontier = True
+        cursor = ctx.session.cursors.get(self._cursor_key, 0)
+        self._pos = max(cursor, start)
+        self._frontier = start <= cursor
+
+    @property
+    def position(self) -> int:
+        """Index (in candidate order) just past the host returned last."""
+        return self._pos
 
     def __aiter__(self) -> HostIterator:
         return self
@@ -185,14 +199,24 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
                 continue
             mark = ctx.mark()
             claimed: set[int] = set()
+            previous = 0
+            resume = 0
             for bucket in plan:
+                # A bucket as large as the previous one can resume where that one
+                # stopped: every host before it was claimed or too small for this
+                # size too. A smaller bucket starts over (Req 3.3).
+                hosts = HostIterator(
+                    ctx, candidates, bucket, want, start=resume if bucket == previous else 0
+                )
                 found = None
-                async for host in HostIterator(ctx, candidates, bucket, want):
+                async for host in hosts:
                     if host.index not in claimed:
                         found = host
                         break
                 if found is None:
                     break
+                previous = bucket
+                resume = hosts.position
                 claimed.add(found.index)
                 ctx.claim(found, bucket, want)
             else:

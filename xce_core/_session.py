@@ -182,8 +182,7 @@ class SessionScratch:
         unmatched = self.usable_count - len(cset.workers)
         if not cset.workers:
             return PendReason(
-                Reason.NO_MATCHING_HOST,
-                f"{unmatched} hosts: select not satisfied",
+                Reason.NO_MATCHING_HOST, f"{_hosts(unmatched)}: select not satisfied"
             )
         if self.free_total < tasks:
             return PendReason(
@@ -210,12 +209,16 @@ class SessionScratch:
             category = Reason.RESOURCE_UNAVAILABLE
         else:
             category = Reason.NOT_ENOUGH_SLOTS
-        parts = [f"{n} hosts: {what}" for what, n in counts.most_common()]
+        parts = [f"{_hosts(n)}: {what}" for what, n in counts.most_common()]
         if fitting:
-            parts.append(f"{fitting} hosts: could take a task, too few together for {tasks}")
+            parts.append(f"{_hosts(fitting)}: could take a task, too few together for {tasks}")
         if unmatched:
-            parts.append(f"{unmatched} hosts: select not satisfied")
+            parts.append(f"{_hosts(unmatched)}: select not satisfied")
         return PendReason(category, "; ".join(parts))
+
+
+def _hosts(n: int) -> str:
+    return f"{n} host" if n == 1 else f"{n} hosts"
 
 
 def _sorted(workers: list[Worker], order: tuple[OrderKey, ...]) -> list[Worker]:

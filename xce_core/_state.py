@@ -145,8 +145,9 @@ class ClusterState:
 
     # ------------------------------------------------------------------ jobs
 
-    def job_submitted(self, ev: JobSubmitted, resreq: ResReq) -> Job:
-        """Add a pending job (``resreq`` already parsed and validated)."""
+    def job_submitted(self, ev: JobSubmitted, resreq: ResReq, canonical: str | None = None) -> Job:
+        """Add a pending job (``resreq`` already parsed and validated; ``canonical``
+        is ``str(resreq)`` when the caller has it at hand)."""
         if ev.job_id in self.jobs:
             raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
         self._seq += 1
@@ -164,7 +165,12 @@ class ClusterState:
             seq=self._seq,
         )
         job.fingerprint = self.fingerprint(
-            str(resreq), ev.min_tasks, ev.max_tasks, ev.user, ev.queue, ev.project
+            canonical if canonical is not None else str(resreq),
+            ev.min_tasks,
+            ev.max_tasks,
+            ev.user,
+            ev.queue,
+            ev.project,
         )
         job.key = self.order_key(job, self.queue(ev.queue))
         self.jobs[ev.job_id] = job

@@ -1,0 +1,180 @@
+"""Allocation through the event interface: parallel, compound, alternative, licences."""
+
+from __future__ import annotations
+
+import pytest
+
+from events import JobFinished, SharedResource
+from tests.helpers import GO, allocations, ends, pends, submit, up
+from xce_core import SchedulerConfig, SchedulerCore, process_events
+
+
+async def test_parallel_job_spans_several_hosts_with_right_slots() -> None:
+    out = await process_events([up("a", 3), up("b", 3), up("c", 3), submit("p", tasks=7), GO])
+    assert allocations(out) == {"p": [("a", 3), ("b", 2), ("c", 2)]}
+
+
+async def test_parallel_prefers_fewest_hosts() -> None:
+    out = await process_events([up("a", 2), up("b", 8), submit("p", tasks=6), GO])
+    assert allocations(out) == {"p": [("b", 6)]}
+
+
+async def test_rusage_scales_with_bucket_slots() -> None:
+    core = SchedulerCore()
+    out = await process_events(
+        [up("a", 4, {"mem": 100}), up("b", 4, {"mem": 100}), submit("j", "rusage[mem=30]", 4), GO],
+        core=core,
+    )
+    assert allocations(out) == {"j": [("a", 2), ("b", 2)]}
+    assert core.state.by_name["a"].used == {"mem": 60.0}
+    out = await process_events([JobFinished(job_id="j")], core=core)
+    assert core.state.by_name["a"].used == {}
+
+
+async def test_span_hosts_and_ptile() -> None:
+    out = await process_events(
+        [
+            up("a", 4),
+            up("b", 4),
+            up("c", 4),
+            submit("one", "span[hosts=1]", 3),
+            submit("tile", "span[ptile=2]", 5),
+            submit("toobig", "span[hosts=1]", 5),
+            GO,
+        ]
+    )
+    assert allocations(out) == {"one": [("a", 3)], "tile": [("b", 2), ("c", 2), ("a", 1)]}
+    assert pends(out)["toobig"].reason == "not_enough_slots"
+
+
+async def test_same_attribute_keeps_hosts_in_one_group() -> None:
+    out = await process_events(
+        [
+            up("x1", 2, rack="r1"),
+            up("y1", 2, rack="r2"),
+            up("y2", 2, rack="r2"),
+            submit("j", "same[rack]", 4),
+            GO,
+        ]
+    )
+    assert allocations(out) == {"j": [("y1", 2), ("y2", 2)]}
+
+
+async def test_order_section_sorts_candidates() -> None:
+    out = await process_events(
+        [
+            up("a", 1, {"mem": 10}),
+            up("b", 1, {"mem": 300}),
+            up("c", 1, {"mem": 200}),
+            submit("j1", "order[mem]"),
+            submit("j2", "order[-mem]"),
+            GO,
+        ]
+    )
+    assert allocations(out) == {"j1": [("b", 1)], "j2": [("a", 1)]}
+
+
+async def test_compound_allocates_all_parts_or_none() -> None:
+    core = SchedulerCore()
+    out = await process_events(
+        [
+            up("a1", 2, type="a"),
+            up("a2", 2, type="a"),
+            up("g", 1, type="gpu"),
+            submit("both", "2*{select[type==a]} + 1*{select[type==gpu]}"),
+            submit("nope", "3*{select[type==a]} + 1*{select[type==gpu]}"),
+            submit("after", "select[type==a]", 2),
+            GO,
+        ],
+        core=core,
+    )
+    assert allocations(out) == {"both": [("a1", 2), ("g", 1)], "after": [("a2", 2)]}
+    # "nope" claimed a's part before its gpu part failed: rolled back, so "after" ran.
+    assert pends(out)["nope"].reason == "not_enough_slots"
+
+
+async def test_compound_last_part_takes_remaining_tasks() -> None:
+    out = await process_events(
+        [
+            up("a", 4, type="a"),
+            up("b", 4, type="b"),
+            submit("c", "1*{select[type==b]} + {select[type==a]}", 5),
+            GO,
+        ]
+    )
+    assert allocations(out) == {"c": [("b", 1), ("a", 4)]}
+
+
+async def test_alternative_first_full_success_wins() -> None:
+    out = await process_events(
+        [
+            up("a", 2, type="a"),
+            up("b", 4, type="b"),
+            submit("alt", "{select[type==a]} || {select[type==b]}", 3),
+            submit("alt2", "{select[type==a]} || {select[type==b]}", 1),
+            GO,
+        ]
+    )
+    assert allocations(out) == {"alt": [("b", 3)], "alt2": [("a", 1)]}
+
+
+async def test_licence_exhausted_pends_with_shared_category() -> None:
+    out = await process_events(
+        [
+            up("a", 8),
+            SharedResource(name="lic", total=3),
+            submit("j1", "rusage[lic=2]", 4),  # per job, not per task
+            submit("j2", "rusage[lic=2]"),
+            submit("j3", "rusage[lic=1]"),
+            GO,
+        ]
+    )
+    assert allocations(out) == {"j1": [("a", 4)], "j3": [("a", 1)]}
+    p = pends(out)["j2"]
+    assert p.reason == "shared_resource_unavailable"
+    assert "lic" in p.detail
+
+
+async def test_rusage_alternatives_try_in_order() -> None:
+    out = await process_events(
+        [up("a", 2, {"mem": 600}), submit("j", "rusage[mem=1000||mem=500]"), GO]
+    )
+    assert allocations(out) == {"j": [("a", 1)]}
+
+
+async def test_min_max_tasks_takes_what_it_can_up_to_max() -> None:
+    out = await process_events(
+        [up("a", 2), up("b", 1), submit("r", tasks=8, min=2), submit("s", tasks=4, min=2), GO]
+    )
+    assert allocations(out) == {"r": [("a", 2), ("b", 1)]}
+    assert pends(out)["s"].reason == "not_enough_slots"
+
+
+@pytest.mark.parametrize("allocator", ["parjob", "parjob_pack"])
+async def test_uneven_split_only_with_pack(allocator: str) -> None:
+    out = await process_events(
+        [up("a", 5), up("b", 2), submit("j", tasks=7), GO],
+        SchedulerConfig(parallel_allocator=allocator),
+    )
+    if allocator == "parjob_pack":
+        assert allocations(out) == {"j": [("a", 5), ("b", 2)]}
+    else:
+        assert allocations(out) == {}
+
+
+async def test_pend_detail_is_a_per_host_breakdown() -> None:
+    out = await process_events(
+        [
+            up("a", 1, {"mem": 10}),
+            up("b", 1, {"mem": 10}),
+            up("c", 2, {"mem": 900}, type="other"),
+            submit("fill", "select[type==other]", 2),
+            submit("j", "rusage[mem=100]", 2),
+            GO,
+        ]
+    )
+    p = pends(out)["j"]
+    assert p.reason == "resource_unavailable"
+    assert "2 hosts: mem" in p.detail
+    assert "1 host: not enough slots" in p.detail
+    assert ends(out)[0].pended == 1

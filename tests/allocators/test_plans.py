@@ -1,0 +1,113 @@
+"""Plan iterators (Req 2): order, span, laziness, exhaustion, close, cancellation."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from allocators._plans import balanced_plans, span_plan
+from tests.allocators.conftest import build, context_for
+from tests.helpers import up
+from xce_core import PlanStream, Span, balanced_partition
+
+
+def test_balanced_partition_is_largest_first() -> None:
+    assert balanced_partition(7, 3) == (3, 2, 2)
+    assert balanced_partition(8, 4) == (2, 2, 2, 2)
+    assert balanced_partition(5, 5) == (1, 1, 1, 1, 1)
+
+
+def test_v1_order_ascending_host_count() -> None:
+    assert list(balanced_plans(7)) == [
+        (7,),
+        (4, 3),
+        (3, 2, 2),
+        (2, 2, 2, 1),
+        (2, 2, 1, 1, 1),
+        (2, 1, 1, 1, 1, 1),
+        (1, 1, 1, 1, 1, 1, 1),
+    ]
+    assert list(balanced_plans(4)) == [(4,), (2, 2), (2, 1, 1), (1, 1, 1, 1)]
+    assert list(balanced_plans(1)) == [(1,)]
+
+
+def test_span_plans() -> None:
+    assert list(balanced_plans(6, Span(hosts=1))) == [(6,)]
+    assert list(balanced_plans(10, Span(ptile=4))) == [(4, 4, 2)]
+    assert list(balanced_plans(8, Span(ptile=4))) == [(4, 4)]
+    assert list(balanced_plans(3, Span(ptile=4))) == [(3,)]
+    assert span_plan(5, Span(hosts=-1)) is None
+    assert list(balanced_plans(3, Span(hosts=-1))) == [(3,), (2, 1), (1, 1, 1)]
+
+
+def test_pruning_skips_only_plans_that_cannot_fit() -> None:
+    full = list(balanced_plans(9))
+    pruned = list(balanced_plans(9, max_bucket=3, max_hosts=5))
+    assert pruned == [p for p in full if p[0] <= 3 and len(p) <= 5]
+    assert list(balanced_plans(9, max_bucket=0)) == []
+
+
+def test_plans_are_lazy() -> None:
+    gen = balanced_plans(10**9)
+    assert next(gen) == (10**9,)
+    assert next(gen) == (500_000_000, 500_000_000)
+
+
+async def test_plan_stream_one_per_step_and_stays_exhausted() -> None:
+    core = build([up("a")])
+    ctx = context_for(core)
+    stream = PlanStream(ctx, balanced_plans(3))
+    assert [p async for p in stream] == [(3,), (2, 1), (1, 1, 1)]
+    for _ in range(3):
+        with pytest.raises(StopAsyncIteration):
+            await stream.__anext__()
+
+
+async def test_plan_stream_close_releases_generator() -> None:
+    core = build([up("a")])
+    ctx = context_for(core)
+    released: list[bool] = []
+
+    def plans():  # type: ignore[no-untyped-def]
+        try:
+            yield (2,)
+            yield (1, 1)
+        finally:
+            released.append(True)
+
+    stream = PlanStream(ctx, plans())
+    assert await stream.__anext__() == (2,)
+    await stream.aclose()
+    assert released == [True]
+    with pytest.raises(StopAsyncIteration):
+        await stream.__anext__()
+    await stream.aclose()  # idempotent
+
+
+async def test_every_plan_step_is_a_cancellation_point() -> None:
+    core = build([up("a")])
+    ctx = context_for(core)
+    ctx.session.pacer.every = 1  # yield to the loop on every step
+    stream = PlanStream(ctx, balanced_plans(10**6))
+    taken = 0
+    with anyio.CancelScope() as scope:
+        async for _ in stream:
+            taken += 1
+            if taken == 5:
+                scope.cancel()
+    assert taken == 5
+    assert scope.cancelled_caught
+    await stream.aclose()
+
+
+async def test_cancelled_session_interrupts_at_next_step() -> None:
+    core = build([up("a")])
+    ctx = context_for(core)
+    stream = PlanStream(ctx, balanced_plans(100))
+    with anyio.CancelScope() as scope:
+        await stream.__anext__()
+        scope.cancel()
+        ctx.session.pacer.interrupt = True
+        await stream.__anext__()
+        pytest.fail("step after cancel did not raise")
+    assert scope.cancelled_caught

@@ -17,7 +17,8 @@ class SchedulerConfig:
     - ``strict_fifo``: a session stops at the first job that cannot start (FIFO
       simulators); by default a job that cannot start does not stop later ones (LSF).
     - ``unsatisfiable_cache``: the per-session cache of unsatisfiable requirements
-      and fingerprint grouping; turning it off never changes a decision, only speed.
+      and fingerprint grouping; turning it off never changes which jobs start or
+      where, only speed (a cache hit reports the original miss's pend category).
     - ``batch_size``: jobs per message from the picker task to the allocator task.
     - ``yield_every``: iterator steps between full yields to the event loop.
     - ``session_interval``: for long-running consumers, run a session every so

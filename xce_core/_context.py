@@ -98,9 +98,13 @@ class SchedContext:
 
     def claim(self, worker: Worker, slots: int, want: Want) -> None:
         """Tentatively take ``slots`` tasks (and ``want`` × slots) on ``worker``."""
+        index = worker.index
+        self.slots[index] = self.slots.get(index, 0) + slots
+        if not want:
+            self.journal.append((worker, slots, ()))
+            return
         scaled = tuple((name, amount * slots) for name, amount in want)
         self.journal.append((worker, slots, scaled))
-        self.slots[worker.index] = self.slots.get(worker.index, 0) + slots
         for name, amount in scaled:
             key = (worker.index, name)
             self.amounts[key] = self.amounts.get(key, 0.0) + amount

@@ -9,10 +9,12 @@ fresh :class:`HostIterator` each, and rolls a failed plan back exactly.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Container, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, final
+
+import anyio.lowlevel
 
 from xce_core._context import SchedContext, Want
 from xce_core._model import Worker
@@ -136,6 +138,11 @@ class HostIterator:
         self._frontier = start <= cursor
 
     @property
+    def bucket(self) -> int:
+        """The bucket size this iterator serves."""
+        return self._bucket
+
+    @property
     def position(self) -> int:
         """Index (in candidate order) just past the host returned last."""
         return self._pos
@@ -144,13 +151,23 @@ class HostIterator:
         return self
 
     async def __anext__(self) -> Worker:
+        await self._ctx.session.pacer.step()
+        host = self.next_host()
+        if host is None:
+            raise StopAsyncIteration
+        return host
+
+    def next_host(self, claimed: Container[int] = ()) -> Worker | None:
+        """The next candidate, skipping hosts whose index is in ``claimed``;
+        ``None`` when exhausted. Synchronous: the caller owns the cancellation
+        point (``__anext__`` is this plus a :class:`Pacer` step)."""
         ctx = self._ctx
-        await ctx.session.pacer.step()
         workers = self._workers
         bucket = self._bucket
         want = self._want
         pos = self._pos
         end = len(workers)
+        clean = not ctx.slots and not ctx.amounts
         while pos < end:
             w = workers[pos]
             pos += 1
@@ -159,11 +176,13 @@ class HostIterator:
                     ctx.session.cursors[self._cursor_key] = pos
                 continue
             self._frontier = False
-            if (not ctx.slots and not ctx.amounts) or ctx.fits(w, bucket, want):
+            if w.index in claimed:
+                continue
+            if clean or ctx.fits(w, bucket, want):
                 self._pos = pos
                 return w
         self._pos = pos
-        raise StopAsyncIteration
+        return None
 
     async def aclose(self) -> None:
         """Nothing to release; present so callers can treat every iterator alike."""
@@ -193,30 +212,26 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
     limit = len(candidates.workers)
     max_free = candidates.max_free
     want = request.want
+    pacer = ctx.session.pacer
     async with aclosing(plans):
         async for plan in plans:
             if len(plan) > limit or plan[0] > max_free:
                 continue
             mark = ctx.mark()
             claimed: set[int] = set()
-            previous = 0
-            resume = 0
+            hosts: HostIterator | None = None
             for bucket in plan:
-                # A bucket as large as the previous one can resume where that one
-                # stopped: every host before it was claimed or too small for this
-                # size too. A smaller bucket starts over (Req 3.3).
-                hosts = HostIterator(
-                    ctx, candidates, bucket, want, start=resume if bucket == previous else 0
-                )
-                found = None
-                async for host in hosts:
-                    if host.index not in claimed:
-                        found = host
-                        break
+                if pacer.tick():
+                    await anyio.lowlevel.checkpoint()
+                # Each bucket size gets a fresh iterator (Req 3.3). A bucket as large
+                # as the previous one continues that one's scan, which is the same
+                # as a fresh scan: every host before its position was claimed or too
+                # small for this size too.
+                if hosts is None or hosts.bucket != bucket:
+                    hosts = HostIterator(ctx, candidates, bucket, want)
+                found = hosts.next_host(claimed)
                 if found is None:
                     break
-                previous = bucket
-                resume = hosts.position
                 claimed.add(found.index)
                 ctx.claim(found, bucket, want)
             else:

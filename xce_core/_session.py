@@ -49,6 +49,15 @@ class Pacer:
             self.count = 0
             await anyio.lowlevel.checkpoint()
 
+    def tick(self) -> bool:
+        """Count one step without awaiting; ``True`` means the caller must now
+        ``await anyio.lowlevel.checkpoint()`` (budget spent or session cancelled)."""
+        self.count += 1
+        if self.count >= self.every or self.interrupt:
+            self.count = 0
+            return True
+        return False
+
 
 @dataclass(slots=True, eq=False)
 class CandidateSet:
@@ -97,20 +106,11 @@ class SessionScratch:
         self._groups.clear()
         self.pacer.count = 0
         self.pacer.interrupt = False
-        usable = 0
-        free_total = 0
-        max_free = 0
-        for w in self.state.workers:
-            if w is not None and w.usable:
-                usable += 1
-                free = w.slots - w.used_slots
-                if free > 0:
-                    free_total += free
-                    if free > max_free:
-                        max_free = free
-        self.usable_count = usable
-        self.free_total = free_total
-        self.max_free = max_free
+        frees = [w.slots - w.used_slots for w in self.state.workers if w is not None and w.usable]
+        self.usable_count = len(frees)
+        positive = [f for f in frees if f > 0]
+        self.free_total = sum(positive)
+        self.max_free = max(positive, default=0)
 
     def committed(self, slots: int) -> None:
         """Account for ``slots`` taken by a commit (keeps ``free_total`` exact)."""

@@ -23,6 +23,9 @@ __all__ = ["AllocMode", "PendReason", "Reason", "SchedContext", "Want"]
 Want = tuple[tuple[str, float], ...]
 
 
+_NO_SHARED: dict[str, float] = {}
+
+
 class AllocMode(enum.Enum):
     """How an attempt may use resources. Only NORMAL is implemented; PREEMPT is the
     extension point a preemption feature will use (Req 9.5)."""
@@ -111,12 +114,13 @@ class SchedContext:
 
     def mark(self) -> tuple[int, dict[str, float]]:
         """A point to roll back to (host claims and shared claims)."""
-        return len(self.journal), dict(self.shared)
+        return len(self.journal), dict(self.shared) if self.shared else _NO_SHARED
 
     def rollback_to(self, mark: tuple[int, dict[str, float]]) -> None:
         """Undo every tentative claim made after ``mark``, exactly."""
         depth, shared = mark
-        self.shared = dict(shared)
+        if shared or self.shared:
+            self.shared = dict(shared)
         while len(self.journal) > depth:
             worker, slots, scaled = self.journal.pop()
             left = self.slots[worker.index] - slots

@@ -110,29 +110,45 @@ class Dispatcher:
     async def _try_primary(
         self, primary: Primary, lo: int, hi: int, ctx: SchedContext
     ) -> PendReason | None:
-        state = ctx.state
         session = ctx.session
-        cset = session.candidates(primary)
-        groups = session.same_groups(primary, cset) if primary.same else [cset]
+        prepared = session.memo.get(id(primary))
+        if prepared is None:
+            prepared = session.memo[id(primary)] = _Prepared(primary, ctx)
+        assert isinstance(prepared, _Prepared)
         allocator = self._par if hi > 1 else self._seq
         reason: PendReason | None = None
-        for terms in primary.rusage or ((),):
-            want, shared = _split_rusage(terms, state)
-            short = _shared_shortfall(shared, ctx)
-            if short:
-                reason = reason or PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
-                continue
+        for want, shared in prepared.options:
+            if shared:
+                short = _shared_shortfall(shared, ctx)
+                if short:
+                    reason = reason or PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
+                    continue
             top = min(hi, session.free_total)
             for n in range(top, lo - 1, -1):
-                for group in groups:
+                for group in prepared.groups:
                     request = PrimaryRequest(primary, n, want, group)
                     if await allocator.allocate(request, ctx):
-                        ctx.claim_shared(shared)
+                        if shared:
+                            ctx.claim_shared(shared)
                         return None
             if reason is None:
-                reason = session.explain(cset, lo, want)
+                reason = session.explain(prepared.candidates, lo, want)
         assert reason is not None
         return reason
+
+
+class _Prepared:
+    """What a primary needs each attempt, worked out once per session."""
+
+    __slots__ = ("candidates", "groups", "options")
+
+    def __init__(self, primary: Primary, ctx: SchedContext) -> None:
+        session = ctx.session
+        self.candidates = session.candidates(primary)
+        self.groups = (
+            session.same_groups(primary, self.candidates) if primary.same else [self.candidates]
+        )
+        self.options = [_split_rusage(terms, ctx.state) for terms in primary.rusage or ((),)]
 
 
 def _split_rusage(

@@ -63,11 +63,12 @@ class Pacer:
 class CandidateSet:
     """Usable workers a primary may use, in the order its host iterators walk.
 
-    ``key`` names the set for cursors; ``max_free`` bounds any member's free slots
-    for the rest of the session (capacity only shrinks).
+    ``key`` names the set for cursors (unique within a session); ``max_free``
+    bounds any member's free slots for the rest of the session (capacity only
+    shrinks).
     """
 
-    key: tuple[object, ...]
+    key: int
     workers: list[Worker]
     max_free: int = 0
 
@@ -92,6 +93,9 @@ class SessionScratch:
     _dynamic: dict[str, list[Worker]] = field(default_factory=dict)
     _sets: dict[tuple[object, ...], CandidateSet] = field(default_factory=dict)
     _groups: dict[tuple[object, ...], list[CandidateSet]] = field(default_factory=dict)
+    # Per-session memo for callers (keyed by id() of objects that outlive the session).
+    memo: dict[int, object] = field(default_factory=dict)
+    _keys: int = 0
     usable_count: int = 0
     free_total: int = 0
     max_free: int = 0
@@ -104,6 +108,8 @@ class SessionScratch:
         self._dynamic.clear()
         self._sets.clear()
         self._groups.clear()
+        self.memo.clear()
+        self._keys = 0
         self.pacer.count = 0
         self.pacer.interrupt = False
         frees = [w.slots - w.used_slots for w in self.state.workers if w is not None and w.usable]
@@ -127,13 +133,17 @@ class SessionScratch:
             workers = self._matching(select)
             if primary.order:
                 workers = _sorted(workers, primary.order)
-            cset = self._sets[key] = CandidateSet(key, workers, self.max_free)
+            cset = self._sets[key] = CandidateSet(self._new_key(), workers, self.max_free)
         return cset
+
+    def _new_key(self) -> int:
+        self._keys += 1
+        return self._keys
 
     def same_groups(self, primary: Primary, cset: CandidateSet) -> list[CandidateSet]:
         """``same[a:b]``: the candidates split by their values of a, b (groups in the
         order their first member appears; hosts lacking a value are left out)."""
-        gkey = (*cset.key, primary.same)
+        gkey = (cset.key, primary.same)
         groups = self._groups.get(gkey)
         if groups is None:
             split: dict[tuple[object, ...], list[Worker]] = {}
@@ -142,8 +152,7 @@ class SessionScratch:
                 if None not in values:
                     split.setdefault(values, []).append(w)
             groups = self._groups[gkey] = [
-                CandidateSet((*gkey, value), members, self.max_free)
-                for value, members in split.items()
+                CandidateSet(self._new_key(), members, self.max_free) for members in split.values()
             ]
         return groups
 

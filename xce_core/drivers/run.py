@@ -14,25 +14,22 @@ under ``--strict``, 130 after SIGINT, 143 after SIGTERM.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import functools
 import os
 import signal
-import socket
-import stat
 import sys
 import textwrap
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterable, Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, Final, final
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import click
 import msgspec
-from anyio.abc import SocketAttribute, SocketListener
 
 from events import (
     DECISION_TYPES,
@@ -47,6 +44,16 @@ from events._codecs import DEFAULT_MAX_FRAME
 from xce_core._config import SchedulerConfig
 from xce_core._core import SchedulerCore
 from xce_core._errors import XceError
+from xce_core._registry import Registry, default_registry
+from xce_core.drivers._endpoints import (
+    CHUNK_SIZE,
+    Connections,
+    FdReceiveStream,
+    FdWriter,
+    open_listener,
+    parse_listen_address,
+    stderr_line,
+)
 
 __all__ = [
     "EXIT_BAD_EVENT",
@@ -57,94 +64,16 @@ __all__ = [
     "consume",
     "parse_listen_address",
     "run_command",
+    "unknown_plugin",
 ]
 
 EXIT_OK: Final = 0
 EXIT_IO_ERROR: Final = 1
 EXIT_BAD_EVENT: Final = 2
-CHUNK_SIZE: Final = 65536
 # Decoded-but-unprocessed chunks the reader may run ahead of the core.
 _QUEUE_DEPTH: Final = 4
 # A final flush on cancellation must not hang forever on a reader that stopped.
 _FLUSH_TIMEOUT_S: Final = 5.0
-_LOOPBACK: Final = "127.0.0.1"
-
-
-def _stderr_line(message: str) -> None:
-    sys.stderr.write(message + "\n")
-    sys.stderr.flush()
-
-
-# --------------------------------------------------------------------------- fds
-
-
-@final
-class FdReceiveStream(anyio.abc.ByteReceiveStream):
-    """Bytes read from a file descriptor without blocking the event loop.
-
-    Pipes, sockets and terminals are polled (``anyio.wait_readable``), so a
-    ``receive`` blocked on an idle pipe is cancelled at once and loses nothing.
-    Descriptors that cannot be polled (regular files, ``/dev/null``) are read in
-    a worker thread; such reads finish promptly. A thread is never left blocked
-    on an open pipe, which would keep the process alive after a signal.
-    ``receive`` raises :class:`anyio.EndOfStream` at end of file. ``aclose``
-    closes the descriptor only if ``close_fd`` (idempotent).
-    """
-
-    __slots__ = ("_close_fd", "_closed", "_fd", "_pollable")
-
-    def __init__(self, fd: int, *, close_fd: bool = False) -> None:
-        self._fd = fd
-        self._close_fd = close_fd
-        self._closed = False
-        self._pollable = not stat.S_ISREG(os.fstat(fd).st_mode)
-
-    async def receive(self, max_bytes: int = CHUNK_SIZE) -> bytes:
-        if self._closed:
-            raise anyio.ClosedResourceError
-        data: bytes | None = None
-        while self._pollable and data is None:
-            try:
-                await anyio.wait_readable(self._fd)
-            except PermissionError:  # epoll refuses /dev/null and the like
-                self._pollable = False
-            else:
-                with contextlib.suppress(BlockingIOError):  # another reader was faster
-                    data = os.read(self._fd, max_bytes)
-        if data is None:
-            data = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes)
-        if not data:
-            raise anyio.EndOfStream
-        return data
-
-    async def aclose(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._close_fd:
-                os.close(self._fd)
-
-
-@final
-class FdWriter:
-    """``await writer(data)`` writes all of ``data`` to a file descriptor.
-
-    The write happens in a worker thread and returns once the OS has every byte
-    (no user-space buffering: written is flushed). It waits, uncancellably, for a
-    slow reader, so output is never torn. Not for concurrent use.
-    """
-
-    __slots__ = ("fd",)
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    async def __call__(self, data: bytes) -> None:
-        await anyio.to_thread.run_sync(self._write_all, data)
-
-    def _write_all(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
 
 
 # --------------------------------------------------------------------------- loop
@@ -220,7 +149,7 @@ async def consume(
     strict: bool = False,
     interval: float | None = None,
     max_frame: int = DEFAULT_MAX_FRAME,
-    report: Callable[[str], None] = _stderr_line,
+    report: Callable[[str], None] = stderr_line,
 ) -> int:
     """Feed ``stream`` (or each stream of an async iterable of them, one after
     the other) to ``core``; returns the exit status.
@@ -323,88 +252,6 @@ async def _tick(interval: float, send: anyio.abc.ObjectSendStream[_Message]) -> 
             await send.send(_Mark.TICK)
 
 
-# --------------------------------------------------------------------------- endpoints
-
-
-@final
-class _Connections:
-    """Connections accepted one at a time, in arrival order; just one with ``once``."""
-
-    def __init__(self, listener: SocketListener, once: bool) -> None:
-        self._listener = listener
-        self._once = once
-        self._accepted = 0
-
-    def __aiter__(self) -> _Connections:
-        return self
-
-    async def __anext__(self) -> anyio.abc.SocketStream:
-        if self._once and self._accepted:
-            await anyio.lowlevel.checkpoint()
-            raise StopAsyncIteration
-        connection = await self._listener.accept()
-        self._accepted += 1
-        return connection
-
-
-def parse_listen_address(address: str) -> tuple[str, str, int]:
-    """``tcp://HOST:PORT`` or ``unix:PATH`` as ``("tcp", host, port)`` or
-    ``("unix", path, 0)``. An empty host means loopback (127.0.0.1); IPv6 hosts
-    go in brackets. Raises :class:`ValueError` saying what is wrong."""
-    if address.startswith("unix:"):
-        path = address.removeprefix("unix:")
-        if path.startswith("//"):
-            path = path[2:]
-        if not path:
-            raise ValueError(f"no socket path in {address!r} (expected unix:PATH)")
-        return "unix", path, 0
-    if not address.startswith("tcp://"):
-        raise ValueError(
-            f"unsupported address {address!r} (expected tcp://HOST:PORT or unix:PATH)"
-        )
-    host, sep, port_text = address.removeprefix("tcp://").rpartition(":")
-    if not sep or not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(f"bad port in {address!r} (expected tcp://HOST:PORT, PORT 0-65535)")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return "tcp", host or _LOOPBACK, int(port_text)
-
-
-def _format_address(kind: str, address: Any) -> str:
-    if kind == "unix":
-        return f"unix:{address}"
-    host, port = address[0], address[1]
-    return f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
-
-
-@asynccontextmanager
-async def _listen(address: str, once: bool) -> AsyncIterator[_Connections]:
-    """Bind ``address``, announce the bound address on stderr, and yield its
-    connections; the listener (and a Unix socket file it made) goes at exit."""
-    kind, host, port = parse_listen_address(address)
-    listener: SocketListener
-    if kind == "unix":
-        listener = await anyio.create_unix_listener(host)
-    else:
-        infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        if not infos:
-            raise OSError(f"cannot resolve {host!r}")
-        # One address only (the first), so one listener serves in arrival order.
-        multi = await anyio.create_tcp_listener(local_host=str(infos[0][4][0]), local_port=port)
-        (first,) = multi.listeners
-        assert isinstance(first, SocketListener)
-        listener = first
-    async with listener:
-        bound = listener.extra(SocketAttribute.local_address)
-        _stderr_line(f"xce run: listening on {_format_address(kind, bound)}")
-        try:
-            yield _Connections(listener, once)
-        finally:
-            if kind == "unix":
-                with anyio.CancelScope(shield=True):
-                    await anyio.Path(host).unlink(missing_ok=True)
-
-
 async def _serve(
     core: SchedulerCore,
     input_path: str | None,
@@ -423,9 +270,9 @@ async def _serve(
                 fd = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
                 stack.callback(os.close, fd)
                 write = FdWriter(fd)
-            source: anyio.abc.ByteReceiveStream | _Connections
+            source: anyio.abc.ByteReceiveStream | Connections
             if listen is not None:
-                source = await stack.enter_async_context(_listen(listen, once))
+                source = await stack.enter_async_context(open_listener(listen, once))
             elif input_path is not None:
                 source = FdReceiveStream(os.open(input_path, os.O_RDONLY), close_fd=True)
             else:
@@ -522,6 +369,20 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
 )
 @click.option("--strict", is_flag=True, help="Stop at the first malformed event (status 2).")
 @click.option("--picker", default="fcfs", show_default=True, help="Default job picker.")
+@click.option(
+    "--sequential-allocator",
+    default="seqjob",
+    show_default=True,
+    metavar="NAME",
+    help="Allocator for one-task requirements (xce.allocators entry point).",
+)
+@click.option(
+    "--parallel-allocator",
+    default="parjob",
+    show_default=True,
+    metavar="NAME",
+    help="Allocator for multi-task requirements (xce.allocators entry point).",
+)
 @click.option("--strict-fifo", is_flag=True, help="A session stops at the first job that pends.")
 @click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
 @click.option(
@@ -542,6 +403,8 @@ def run_command(
     interval: float | None,
     strict: bool,
     picker: str,
+    sequential_allocator: str,
+    parallel_allocator: str,
     strict_fifo: bool,
     no_cache: bool,
     max_frame: int,
@@ -557,14 +420,21 @@ def run_command(
             raise click.BadParameter(str(exc), param_hint="--listen") from None
     config = SchedulerConfig(
         picker=picker,
+        sequential_allocator=sequential_allocator,
+        parallel_allocator=parallel_allocator,
         strict_fifo=strict_fifo,
         unsatisfiable_cache=not no_cache,
         session_interval=interval,
     )
     try:
-        core = SchedulerCore(config)
-    except XceError as exc:
-        raise click.BadParameter(str(exc), param_hint="--picker") from None
+        registry = default_registry()
+    except XceError as exc:  # a broken or clashing installed plugin
+        raise click.ClickException(str(exc)) from None
+    unknown = unknown_plugin(registry, config)
+    if unknown is not None:
+        option, message = unknown
+        raise click.BadParameter(message, param_hint=option)
+    core = SchedulerCore(config, registry=registry)
     options = dict(
         format=input_format,
         output_format=output_format,
@@ -584,8 +454,29 @@ def run_command(
     try:
         status = anyio.run(main, backend="asyncio", backend_options=backend_options)
     except* OSError as group:
-        _stderr_line(f"xce run: {_first_leaf(group)}")
+        stderr_line(f"xce run: {_first_leaf(group)}")
     sys.exit(status)
+
+
+def unknown_plugin(registry: Registry, config: SchedulerConfig) -> tuple[str, str] | None:
+    """The first plugin name in ``config`` that ``registry`` lacks, as ``(option,
+    message)`` (``("--parallel-allocator", "unknown allocator 'x' (registered: ...)")``),
+    or ``None`` when every name is registered. Shared by ``xce run`` and ``xce simulate``
+    so both name the offending option and list what is installed."""
+    checks = (
+        ("--picker", "picker", config.picker, registry.picker_names),
+        (
+            "--sequential-allocator",
+            "allocator",
+            config.sequential_allocator,
+            registry.allocator_names,
+        ),
+        ("--parallel-allocator", "allocator", config.parallel_allocator, registry.allocator_names),
+    )
+    for option, kind, name, known in checks:
+        if name not in known:
+            return option, f"unknown {kind} {name!r} (registered: {', '.join(known) or 'none'})"
+    return None
 
 
 def _first_leaf(group: BaseExceptionGroup[OSError]) -> BaseException:

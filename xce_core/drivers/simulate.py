@@ -75,7 +75,9 @@ from xce_core._clock import VirtualClock
 from xce_core._config import SchedulerConfig
 from xce_core._core import SchedulerCore
 from xce_core._errors import ResReqSyntaxError, XceError
+from xce_core._registry import default_registry
 from xce_core._resreq_parse import parse_resreq
+from xce_core.drivers.run import unknown_plugin
 from xce_core.drivers.sim_cluster import (
     ClusterSpec,
     SimulationError,
@@ -323,6 +325,8 @@ def _run_async(coro_fn: Callable[[], Any]) -> Any:
     "--strict-fifo", is_flag=True, help="Stop each session at the first job that cannot start."
 )
 @click.option("--picker", default="fcfs", show_default=True, help="Job order plugin.")
+@click.option("--sequential-allocator", default="seqjob", show_default=True, help="For 1 task.")
+@click.option("--parallel-allocator", default="parjob", show_default=True, help="For 2+ tasks.")
 @click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
 @click.option(
     "--schedule",
@@ -350,6 +354,8 @@ def simulate_command(
     resreq: str | None,
     strict_fifo: bool,
     picker: str,
+    sequential_allocator: str,
+    parallel_allocator: str,
     no_cache: bool,
     schedule: Path | None,
     as_json: bool,
@@ -390,8 +396,18 @@ def simulate_command(
     if cluster_file is not None and (hosts is not None or slots != 1):
         raise click.UsageError("--cluster excludes --hosts and --slots")
     config = SchedulerConfig(
-        picker=picker, strict_fifo=strict_fifo, unsatisfiable_cache=not no_cache
+        picker=picker,
+        sequential_allocator=sequential_allocator,
+        parallel_allocator=parallel_allocator,
+        strict_fifo=strict_fifo,
+        unsatisfiable_cache=not no_cache,
     )
+    try:
+        unknown = unknown_plugin(default_registry(), config)
+    except XceError as exc:  # a broken or clashing installed plugin
+        raise click.ClickException(str(exc)) from None
+    if unknown is not None:  # before reading the trace, so a typo fails fast
+        raise click.ClickException(": ".join(unknown))
     try:
         swf = read_swf(trace, skip_bad=skip_bad, limit=limit)
         if cluster_file is not None:

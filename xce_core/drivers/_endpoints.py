@@ -1,0 +1,196 @@
+"""Byte endpoints for ``xce run``: file descriptors and listening sockets.
+
+:class:`FdReceiveStream` and :class:`FdWriter` move bytes through raw file
+descriptors without blocking the event loop; :func:`open_listener` binds a TCP or Unix
+socket and yields its connections one at a time. Nothing here knows about
+events: the consumer loop in :mod:`xce_core.drivers.run` decodes the bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final, final
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+from anyio.abc import SocketAttribute, SocketListener
+
+__all__ = [
+    "CHUNK_SIZE",
+    "Connections",
+    "FdReceiveStream",
+    "FdWriter",
+    "open_listener",
+    "parse_listen_address",
+    "stderr_line",
+]
+
+CHUNK_SIZE: Final = 65536
+_LOOPBACK: Final = "127.0.0.1"
+
+
+def stderr_line(message: str) -> None:
+    """Write one line to stderr and flush it (progress and error reports)."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------- fds
+
+
+@final
+class FdReceiveStream(anyio.abc.ByteReceiveStream):
+    """Bytes read from a file descriptor without blocking the event loop.
+
+    Pipes, sockets and terminals are polled (``anyio.wait_readable``), so a
+    ``receive`` blocked on an idle pipe is cancelled at once and loses nothing.
+    Descriptors that cannot be polled (regular files, ``/dev/null``) are read in
+    a worker thread; such reads finish promptly. A thread is never left blocked
+    on an open pipe, which would keep the process alive after a signal.
+    ``receive`` raises :class:`anyio.EndOfStream` at end of file. ``aclose``
+    closes the descriptor only if ``close_fd`` (idempotent).
+    """
+
+    __slots__ = ("_close_fd", "_closed", "_fd", "_pollable")
+
+    def __init__(self, fd: int, *, close_fd: bool = False) -> None:
+        self._fd = fd
+        self._close_fd = close_fd
+        self._closed = False
+        self._pollable = not stat.S_ISREG(os.fstat(fd).st_mode)
+
+    async def receive(self, max_bytes: int = CHUNK_SIZE) -> bytes:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        data: bytes | None = None
+        while self._pollable and data is None:
+            try:
+                await anyio.wait_readable(self._fd)
+            except PermissionError:  # epoll refuses /dev/null and the like
+                self._pollable = False
+            else:
+                with contextlib.suppress(BlockingIOError):  # another reader was faster
+                    data = os.read(self._fd, max_bytes)
+        if data is None:
+            data = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes)
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._close_fd:
+                os.close(self._fd)
+
+
+@final
+class FdWriter:
+    """``await writer(data)`` writes all of ``data`` to a file descriptor.
+
+    The write happens in a worker thread and returns once the OS has every byte
+    (no user-space buffering: written is flushed). It waits, uncancellably, for a
+    slow reader, so output is never torn. Not for concurrent use.
+    """
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    async def __call__(self, data: bytes) -> None:
+        await anyio.to_thread.run_sync(self._write_all, data)
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+
+# --------------------------------------------------------------------------- sockets
+
+
+@final
+class Connections:
+    """Connections accepted one at a time, in arrival order; just one with ``once``."""
+
+    def __init__(self, listener: SocketListener, once: bool) -> None:
+        self._listener = listener
+        self._once = once
+        self._accepted = 0
+
+    def __aiter__(self) -> Connections:
+        return self
+
+    async def __anext__(self) -> anyio.abc.SocketStream:
+        if self._once and self._accepted:
+            await anyio.lowlevel.checkpoint()
+            raise StopAsyncIteration
+        connection = await self._listener.accept()
+        self._accepted += 1
+        return connection
+
+
+def parse_listen_address(address: str) -> tuple[str, str, int]:
+    """``tcp://HOST:PORT`` or ``unix:PATH`` as ``("tcp", host, port)`` or
+    ``("unix", path, 0)``. An empty host means loopback (127.0.0.1); IPv6 hosts
+    go in brackets. Raises :class:`ValueError` saying what is wrong."""
+    if address.startswith("unix:"):
+        path = address.removeprefix("unix:")
+        if path.startswith("//"):
+            path = path[2:]
+        if not path:
+            raise ValueError(f"no socket path in {address!r} (expected unix:PATH)")
+        return "unix", path, 0
+    if not address.startswith("tcp://"):
+        raise ValueError(
+            f"unsupported address {address!r} (expected tcp://HOST:PORT or unix:PATH)"
+        )
+    host, sep, port_text = address.removeprefix("tcp://").rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"bad port in {address!r} (expected tcp://HOST:PORT, PORT 0-65535)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return "tcp", host or _LOOPBACK, int(port_text)
+
+
+def _format_address(kind: str, address: Any) -> str:
+    if kind == "unix":
+        return f"unix:{address}"
+    host, port = address[0], address[1]
+    return f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
+
+
+@asynccontextmanager
+async def open_listener(address: str, once: bool) -> AsyncIterator[Connections]:
+    """Bind ``address``, announce the bound address on stderr, and yield its
+    connections; the listener (and a Unix socket file it made) goes at exit."""
+    kind, host, port = parse_listen_address(address)
+    listener: SocketListener
+    if kind == "unix":
+        listener = await anyio.create_unix_listener(host)
+    else:
+        infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        if not infos:
+            raise OSError(f"cannot resolve {host!r}")
+        # One address only (the first), so one listener serves in arrival order.
+        multi = await anyio.create_tcp_listener(local_host=str(infos[0][4][0]), local_port=port)
+        (first,) = multi.listeners
+        assert isinstance(first, SocketListener)
+        listener = first
+    async with listener:
+        bound = listener.extra(SocketAttribute.local_address)
+        stderr_line(f"xce run: listening on {_format_address(kind, bound)}")
+        try:
+            yield Connections(listener, once)
+        finally:
+            if kind == "unix":
+                with anyio.CancelScope(shield=True):
+                    await anyio.Path(host).unlink(missing_ok=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from events import (
@@ -53,6 +54,23 @@ from xce_core._state import ClusterState, EventInconsistent, part_counts
 __all__ = ["SchedulerCore", "SessionStats"]
 
 _Item = Job | JobGroup
+
+
+class _DirectSink:
+    """Inline sessions: the picker hands each batch straight to the allocator."""
+
+    def __init__(self, core: SchedulerCore, stats: SessionStats) -> None:
+        self._core = core
+        self._stats = stats
+
+    async def send(self, item: list[_Item]) -> None:
+        await self._core._allocate_batch(item, self._stats)
+
+    async def __aenter__(self) -> _DirectSink:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
 
 @dataclass(slots=True)
@@ -229,24 +247,40 @@ class SchedulerCore:
         try:
             self._prepare_groups()
             self.scratch.begin(stats.number)  # strictly before any task starts
+            if not self.state.groups:
+                # Nothing pending: no picker or allocator to start. Still a
+                # checkpoint, so a loop of empty sessions stays cancellable.
+                await anyio.lowlevel.checkpoint()
+                return self._end_session(stats, started)
             with anyio.CancelScope() as scope:
                 self._scope = scope
-                send, receive = anyio.create_memory_object_stream[list[_Item]](2)
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._picker_task, send)
-                    tg.start_soon(self._allocator_task, receive, stats, tg.cancel_scope)
+                if self.state.pending_count <= self.config.batch_size:
+                    # A small session fits in one batch: starting two tasks would
+                    # cost more than the session. The same picker and allocator
+                    # code runs in this task, batch by batch.
+                    await self._picker_task(_DirectSink(self, stats), stats)
+                else:
+                    send, receive = anyio.create_memory_object_stream[list[_Item]](2)
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._picker_task, send, stats)
+                        tg.start_soon(self._allocator_task, receive, stats, tg.cancel_scope)
         finally:
-            self._scope = None
-            self._in_session = False
-            end = SessionEnd(
-                session=stats.number,
-                allocated=stats.allocated,
-                pended=stats.pended,
-                elapsed_s=time.perf_counter() - started,
-            )
-            self._outbox.append(end)
-            self.last_session = stats
-            self._drain_deferred()
+            if self._in_session:
+                end = self._end_session(stats, started)
+        return end
+
+    def _end_session(self, stats: SessionStats, started: float) -> SessionEnd:
+        self._scope = None
+        self._in_session = False
+        end = SessionEnd(
+            session=stats.number,
+            allocated=stats.allocated,
+            pended=stats.pended,
+            elapsed_s=time.perf_counter() - started,
+        )
+        self._outbox.append(end)
+        self.last_session = stats
+        self._drain_deferred()
         return end
 
     def _prepare_groups(self) -> None:
@@ -259,10 +293,14 @@ class SchedulerCore:
         for fp in empty:
             del groups[fp]
 
-    async def _picker_task(self, send: MemoryObjectSendStream[list[_Item]]) -> None:
+    async def _picker_task(
+        self, send: _DirectSink | MemoryObjectSendStream[list[_Item]], stats: SessionStats
+    ) -> None:
         """Merge the job groups in policy order; a group found unsatisfiable this
-        session is handed over whole instead of job by job."""
-        batch_size = self.config.batch_size
+        session is handed over whole instead of job by job. Batches start small
+        and double (a strict-FIFO session often stops early)."""
+        limit = self.config.batch_size
+        batch_size = min(16, limit)
         cache = self.scratch.cache
         use_groups = cache.enabled
         pending = JobState.PENDING
@@ -291,7 +329,10 @@ class SchedulerCore:
                         heapq.heappop(heap)
                 if len(batch) >= batch_size:
                     await send.send(batch)
+                    if stats.stopped_by_fifo:
+                        return
                     batch = []
+                    batch_size = min(batch_size * 2, limit)
             if batch:
                 await send.send(batch)
 
@@ -301,29 +342,36 @@ class SchedulerCore:
         stats: SessionStats,
         scope: anyio.CancelScope,
     ) -> None:
-        cache = self.scratch.cache
-        pending = JobState.PENDING
-        strict = self.config.strict_fifo
         async with receive:
             async for batch in receive:
-                for item in batch:
-                    if isinstance(item, JobGroup):
-                        self._settle_group(item, stats)
-                        continue
-                    job = item
-                    if job.state is not pending:
-                        continue
-                    hit = cache.lookup(job.fingerprint) if cache.enabled else None
-                    if hit is not None:
-                        stats.cache_hits += 1
-                        self._pend(job, hit, stats, cached=True)
-                        continue
-                    if await self._attempt(job, stats):
-                        continue
-                    if strict:
-                        stats.stopped_by_fifo = True
-                        scope.cancel()
-                        return
+                if not await self._allocate_batch(batch, stats):
+                    scope.cancel()
+                    return
+
+    async def _allocate_batch(self, batch: list[_Item], stats: SessionStats) -> bool:
+        """Decide every job of a batch, in order. ``False``: strict FIFO stopped."""
+        if stats.stopped_by_fifo:
+            return False
+        cache = self.scratch.cache
+        pending = JobState.PENDING
+        for item in batch:
+            if isinstance(item, JobGroup):
+                self._settle_group(item, stats)
+                continue
+            job = item
+            if job.state is not pending:
+                continue
+            hit = cache.lookup(job.fingerprint) if cache.enabled else None
+            if hit is not None:
+                stats.cache_hits += 1
+                self._pend(job, hit, stats, cached=True)
+                continue
+            if await self._attempt(job, stats):
+                continue
+            if self.config.strict_fifo:
+                stats.stopped_by_fifo = True
+                return False
+        return True
 
     async def _attempt(self, job: Job, stats: SessionStats) -> bool:
         stats.attempts += 1

@@ -22,6 +22,8 @@ __all__ = ["Dispatcher", "primary_fingerprints"]
 
 def primary_fingerprints(state: ClusterState, job: Job) -> dict[int, int]:
     """Fingerprint every primary of ``job`` (done once, at ingest)."""
+    if isinstance(job.resreq, Primary):
+        return {id(job.resreq): job.fingerprint}
     fps: dict[int, int] = {}
 
     def visit(node: ResReq, top: bool) -> None:

@@ -7,7 +7,8 @@ nothing outside the core's synchronous methods changes them.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from xce_core._resreq_types import Primary, ResReq, Value
@@ -118,6 +119,26 @@ class WorkerValues:
         return None
 
 
+class _EmptyMapping(Mapping[Any, Any]):
+    """A shared, hashable, empty mapping (a dataclass default that allocates nothing)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 0
+
+
+_EMPTY: Mapping[str, float] = _EmptyMapping()
+_EMPTY_FPS: Mapping[int, int] = _EmptyMapping()
+
+
 class JobState(enum.Enum):
     """Where a job is in its life."""
 
@@ -159,13 +180,14 @@ class Job:
     fingerprint: int = 0
     key: tuple[Any, ...] = ()
     state: JobState = JobState.PENDING
-    allocation: list[tuple[Worker, int]] = field(default_factory=list)
-    claims: list[tuple[Worker, int, tuple[tuple[str, float], ...]]] = field(default_factory=list)
-    shared_claims: dict[str, float] = field(default_factory=dict)
+    # Immutable empty defaults: no per-job allocations at ingest (hot path).
+    allocation: Sequence[tuple[Worker, int]] = ()
+    claims: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]] = ()
+    shared_claims: Mapping[str, float] = _EMPTY
     last_reason: str | None = None
     group: JobGroup | None = None
     # Fingerprint of each primary of the resreq, by id() of the Primary object.
-    primary_fps: dict[int, int] = field(default_factory=dict)
+    primary_fps: Mapping[int, int] = _EMPTY_FPS
 
 
 class JobGroup:

@@ -96,9 +96,10 @@ class SessionScratch:
     # Per-session memo for callers (keyed by id() of objects that outlive the session).
     memo: dict[int, object] = field(default_factory=dict)
     _keys: int = 0
-    usable_count: int = 0
-    free_total: int = 0
-    max_free: int = 0
+    _measured: bool = False
+    _usable_count: int = 0
+    _free_total: int = 0
+    _max_free: int = 0
 
     def begin(self, number: int) -> None:
         """Reset everything per-session. Synchronous: runs before any task starts."""
@@ -112,15 +113,43 @@ class SessionScratch:
         self._keys = 0
         self.pacer.count = 0
         self.pacer.interrupt = False
+        self._measured = False
+
+    def _measure(self) -> None:
+        # One pass over the workers, on first need: a session with nothing to
+        # allocate never pays it.
         frees = [w.slots - w.used_slots for w in self.state.workers if w is not None and w.usable]
-        self.usable_count = len(frees)
+        self._usable_count = len(frees)
         positive = [f for f in frees if f > 0]
-        self.free_total = sum(positive)
-        self.max_free = max(positive, default=0)
+        self._free_total = sum(positive)
+        self._max_free = max(positive, default=0)
+        self._measured = True
+
+    @property
+    def usable_count(self) -> int:
+        """Usable workers this session."""
+        if not self._measured:
+            self._measure()
+        return self._usable_count
+
+    @property
+    def free_total(self) -> int:
+        """Free slots on usable workers, kept exact through the session's commits."""
+        if not self._measured:
+            self._measure()
+        return self._free_total
+
+    @property
+    def max_free(self) -> int:
+        """Most free slots on one usable worker at session start (an upper bound later)."""
+        if not self._measured:
+            self._measure()
+        return self._max_free
 
     def committed(self, slots: int) -> None:
         """Account for ``slots`` taken by a commit (keeps ``free_total`` exact)."""
-        self.free_total -= slots
+        if self._measured:
+            self._free_total -= slots
 
     # ------------------------------------------------------------------ candidates
 

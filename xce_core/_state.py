@@ -258,7 +258,7 @@ class ClusterState:
                 self.shared_used[name] = left
             else:
                 self.shared_used.pop(name, None)
-        job.claims = []
+        job.claims = ()
         job.shared_claims = {}
         job.state = JobState.DONE
         self.running_count -= 1

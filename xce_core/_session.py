@@ -243,7 +243,9 @@ class SessionScratch:
             else:
                 fitting += 1
         resource_short = sum(n for what, n in counts.items() if what != "not enough slots")
-        if resource_short and fitting < tasks and counts["not enough slots"] < resource_short:
+        # Hosts that have room but lack a consumable are what a user can act on
+        # (ask for less); otherwise the hosts are simply full or too fragmented.
+        if resource_short and fitting < tasks:
             category = Reason.RESOURCE_UNAVAILABLE
         else:
             category = Reason.NOT_ENOUGH_SLOTS

@@ -44,9 +44,20 @@ __all__ = [
     "tokenize_select",
 ]
 
-NUMBER_RE: Final = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+# ASCII digits only: \d would also accept the digits of other scripts.
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+NUMBER_RE: Final = re.compile(_NUMBER)
 NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_WORD_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
+# One token after optional whitespace; operators longest first, so "<=" beats "<".
+_TOKEN_RE: Final = re.compile(
+    rf"""\s*(?:
+        (?P<num>{_NUMBER})
+      | (?P<word>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)
+      | (?P<str>'[^']*'|"[^"]*")
+      | (?P<op>==|!=|<=|>=|&&|\|\||[<>=!+\-*/()])
+    )""",
+    re.VERBOSE,
+)
 
 # Token kinds.
 NUM: Final = "number"
@@ -57,9 +68,6 @@ OP: Final = "operator"
 KEYWORD: Final = "keyword"
 EOF: Final = "end"
 
-# Longest first, so "<=" wins over "<".
-_OPERATORS: Final = ("==", "!=", "<=", ">=", "&&", "||", "<", ">", "=", "!", "+", "-", "*", "/")
-_PUNCT: Final = "()"
 _WORD_OPERATORS: Final = {"and": "&&", "or": "||", "not": "!"}
 
 
@@ -101,52 +109,40 @@ def tokenize_select(source: str, start: int, end: int) -> list[Token]:
     """
     tokens: list[Token] = []
     append = tokens.append
+    match_token = _TOKEN_RE.match
     pos = start
-    while True:
-        while pos < end and source[pos].isspace():
-            pos += 1
-        if pos >= end:
-            append(Token(EOF, "", None, end))
-            return tokens
-        char = source[pos]
-        if char.isdigit() or (char == "." and pos + 1 < end and source[pos + 1].isdigit()):
-            match = NUMBER_RE.match(source, pos, end)
-            assert match is not None  # a digit or ".digit" always starts a number
-            append(Token(NUM, match.group(), parse_number(source, match), pos))
-            pos = match.end()
-            continue
-        word = _WORD_RE.match(source, pos, end)
-        if word is not None:
-            text = word.group()
+    while (match := match_token(source, pos, end)) is not None:
+        kind = match.lastgroup
+        assert kind is not None  # every alternative is a named group
+        column = match.start(kind)
+        text = match.group(kind)
+        if kind == "op":
+            append(Token(OP, "==" if text == "=" else text, None, column))
+        elif kind == "word":
             lowered = text.lower()
             if "." in text:
-                append(Token(DWORD, text, text, pos))
+                append(Token(DWORD, text, text, column))
             elif lowered in _WORD_OPERATORS:
-                append(Token(OP, _WORD_OPERATORS[lowered], None, pos))
+                append(Token(OP, _WORD_OPERATORS[lowered], None, column))
             elif lowered == "defined":
-                append(Token(KEYWORD, "defined", None, pos))
+                append(Token(KEYWORD, "defined", None, column))
             else:
-                append(Token(NAME, text, text, pos))
-            pos = word.end()
-            continue
-        if char in "'\"":
-            close = source.find(char, pos + 1, end)
-            if close < 0:
-                raise ResReqSyntaxError(
-                    f"unterminated string: expected a closing {char}", source, pos
-                )
-            append(Token(STR, source[pos : close + 1], source[pos + 1 : close], pos))
-            pos = close + 1
-            continue
-        for op in _OPERATORS:
-            if source.startswith(op, pos, end):
-                append(Token(OP, "==" if op == "=" else op, None, pos))
-                pos += len(op)
-                break
+                append(Token(NAME, text, text, column))
+        elif kind == "num":
+            value = float(text)
+            if not math.isfinite(value):
+                raise ResReqSyntaxError("number out of range", source, column)
+            append(Token(NUM, text, value, column))
         else:
-            if char in _PUNCT:
-                append(Token(OP, char, None, pos))
-                pos += 1
-                continue
-            hint = f" (did you mean '{char * 2}'?)" if char in "&|" else ""
-            raise ResReqSyntaxError(f"unexpected character {char!r}{hint}", source, pos)
+            append(Token(STR, text, text[1:-1], column))
+        pos = match.end()
+    while pos < end and source[pos].isspace():
+        pos += 1
+    if pos >= end:
+        append(Token(EOF, "", None, end))
+        return tokens
+    char = source[pos]
+    if char in "'\"":
+        raise ResReqSyntaxError(f"unterminated string: expected a closing {char}", source, pos)
+    hint = f" (did you mean '{char * 2}'?)" if char in "&|" else ""
+    raise ResReqSyntaxError(f"unexpected character {char!r}{hint}", source, pos)

@@ -72,14 +72,17 @@ _CACHE: dict[str, ResReq] = {}
 
 _SECTIONS: Final = ("select", "order", "rusage", "span", "same", "affinity")
 _SECTION_HEAD: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
-_COUNT: Final = re.compile(r"(\d+)\s*\*\s*\{")
-_INTEGER: Final = re.compile(r"-?\d+(?![\w.])")
+_COUNT: Final = re.compile(r"([0-9]+)\s*\*\s*\{")
+_INTEGER: Final = re.compile(r"-?[0-9]+(?![\w.])")
 # One step of a bare select: a quoted string (possibly unterminated, so the select
 # lexer reports it), a word (group 2 set if it opens a section), or one character
 # that cannot end the select.
 _BARE_STEP: Final = re.compile(
     r"""\s*(?:'[^']*'?|"[^"]*"?|([A-Za-z_][A-Za-z0-9_.]*)(\s*\[)?|[^\s\[\]{}'"A-Za-z_])"""
 )
+# A section body up to its "]": no brackets or braces (outside quotes, for select).
+_PLAIN_BODY: Final = re.compile(r"[^\[\]{}]*\]")
+_SELECT_BODY: Final = re.compile(r"""(?:[^\[\]{}'"]|'[^']*'|"[^"]*")*\]""")
 _MINUTES_PER_UNIT: Final = {"s": 1 / 60, "m": 1.0, "h": 60.0}
 
 
@@ -259,6 +262,10 @@ class _Parser:
         """The ``]`` matching the ``[`` at ``opening``. Only ``affinity[]`` may
         nest brackets; quotes are honoured inside ``select[]``."""
         text = self.text
+        if name != "affinity":  # the common, valid case in one regex call
+            body = (_SELECT_BODY if name == "select" else _PLAIN_BODY).match(text, opening + 1)
+            if body is not None:
+                return body.end() - 1
         depth = 0
         pos = opening + 1
         while pos < self.end:

@@ -96,7 +96,8 @@ class Dispatcher:
         session = ctx.session
         clean = not ctx.journal and not ctx.shared
         fp = ctx.job.primary_fps.get(id(primary), 0)
-        if clean and fp:
+        # A top-level primary shares the job's fingerprint, already looked up.
+        if clean and fp and fp != ctx.job.fingerprint:
             hit = session.cache.lookup(fp)
             if hit is not None:
                 ctx.reason = hit
@@ -113,6 +114,9 @@ class Dispatcher:
         self, primary: Primary, lo: int, hi: int, ctx: SchedContext
     ) -> PendReason | None:
         session = ctx.session
+        if session.free_total < lo:
+            # Busy cluster: nothing can start, and saying why needs no host list.
+            return session.explain_without_candidates(primary.select, lo)
         prepared = session.memo.get(id(primary))
         if prepared is None:
             prepared = session.memo[id(primary)] = _Prepared(primary, ctx)
@@ -134,7 +138,7 @@ class Dispatcher:
                             ctx.claim_shared(shared)
                         return None
             if reason is None:
-                reason = session.explain(prepared.candidates, lo, want)
+                reason = session.explain(prepared.candidates, lo, want, primary.select)
         assert reason is not None
         return reason
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Container, Iterator
-from contextlib import aclosing
-from dataclasses import dataclass
 from typing import ClassVar, Protocol, final
 
 import anyio.lowlevel
@@ -55,16 +53,22 @@ def balanced_partition(tasks: int, hosts: int) -> Plan:
     return (base + 1,) * extra + (base,) * (hosts - extra)
 
 
-@dataclass(frozen=True, slots=True)
+@final
 class PrimaryRequest:
     """One primary to place: ``tasks`` tasks, ``want`` consumables per task, over
     ``candidates`` (already filtered by select, ordered by ``order[]``, restricted
-    to one ``same[]`` group)."""
+    to one ``same[]`` group). Treat as read-only."""
 
-    primary: Primary
-    tasks: int
-    want: Want
-    candidates: CandidateSet
+    __slots__ = ("candidates", "primary", "tasks", "want")
+
+    def __init__(self, primary: Primary, tasks: int, want: Want, candidates: CandidateSet):
+        self.primary = primary
+        self.tasks = tasks
+        self.want = want
+        self.candidates = candidates
+
+    def __repr__(self) -> str:
+        return f"PrimaryRequest({self.primary}, tasks={self.tasks}, want={self.want})"
 
 
 @final
@@ -213,7 +217,7 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
     max_free = candidates.max_free
     want = request.want
     pacer = ctx.session.pacer
-    async with aclosing(plans):
+    try:
         async for plan in plans:
             if len(plan) > limit or plan[0] > max_free:
                 continue
@@ -237,6 +241,8 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
             else:
                 return True
             ctx.rollback_to(mark)
+    finally:
+        await plans.aclose()
     return False
 
 

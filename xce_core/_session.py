@@ -71,6 +71,9 @@ class CandidateSet:
     key: int
     workers: list[Worker]
     max_free: int = 0
+    # True when hosts without a free slot at session start were left out (they
+    # cannot take work before the session ends); such sets are per-session.
+    free_only: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -96,7 +99,10 @@ class SessionScratch:
     # Per-session memo for callers (keyed by id() of objects that outlive the session).
     memo: dict[int, object] = field(default_factory=dict)
     _keys: int = 0
+    _commits: int = 0
+    _explained: dict[tuple[object, ...], PendReason] = field(default_factory=dict)
     _measured: bool = False
+    _free_workers: list[Worker] = field(default_factory=list)
     _usable_count: int = 0
     _free_total: int = 0
     _max_free: int = 0
@@ -110,6 +116,7 @@ class SessionScratch:
         self._sets.clear()
         self._groups.clear()
         self.memo.clear()
+        self._explained.clear()
         self._keys = 0
         self.pacer.count = 0
         self.pacer.interrupt = False
@@ -118,12 +125,20 @@ class SessionScratch:
     def _measure(self) -> None:
         # One pass over the workers, on first need: a session with nothing to
         # allocate never pays it.
-        frees = [w.slots - w.used_slots for w in self.state.workers if w is not None and w.usable]
-        self._usable_count = len(frees)
-        positive = [f for f in frees if f > 0]
-        self._free_total = sum(positive)
-        self._max_free = max(positive, default=0)
+        usable = [w for w in self.state.workers if w is not None and w.usable]
+        self._usable_count = len(usable)
+        self._free_workers = [w for w in usable if w.slots - w.used_slots > 0]
+        frees = [w.slots - w.used_slots for w in self._free_workers]
+        self._free_total = sum(frees)
+        self._max_free = max(frees, default=0)
         self._measured = True
+
+    @property
+    def free_workers(self) -> list[Worker]:
+        """Usable workers with a free slot at session start, in canonical order."""
+        if not self._measured:
+            self._measure()
+        return self._free_workers
 
     @property
     def usable_count(self) -> int:
@@ -148,22 +163,43 @@ class SessionScratch:
 
     def committed(self, slots: int) -> None:
         """Account for ``slots`` taken by a commit (keeps ``free_total`` exact)."""
+        self._commits += 1
         if self._measured:
             self._free_total -= slots
 
     # ------------------------------------------------------------------ candidates
 
     def candidates(self, primary: Primary) -> CandidateSet:
-        """Usable workers satisfying ``primary``'s select, in ``order[]`` or canonical order."""
+        """Usable workers satisfying ``primary``'s select, in ``order[]`` or canonical order.
+
+        Selects that read only static attributes use a list memoised across
+        sessions (all usable hosts; the host iterators' cursors skip full ones).
+        Selects that read consumables or ``slots``, and ``order[]`` sorts, are
+        worked out per session over the hosts that have a free slot.
+        """
         select = primary.select
         key: tuple[object, ...] = (select.text if select else None, primary.order)
         cset = self._sets.get(key)
         if cset is None:
-            workers = self._matching(select)
+            workers, free_only = self._matching(select)
             if primary.order:
+                if not free_only:
+                    workers = [w for w in workers if w.slots - w.used_slots > 0]
+                    free_only = True
                 workers = _sorted(workers, primary.order)
-            cset = self._sets[key] = CandidateSet(self._new_key(), workers, self.max_free)
+            cset = CandidateSet(self._new_key(), workers, self.max_free, free_only)
+            self._sets[key] = cset
         return cset
+
+    def any_match(self, select: SelectExpr | None) -> bool:
+        """Whether any usable host satisfies ``select`` (stops at the first)."""
+        if select is None:
+            return self.usable_count > 0
+        if self._is_static(select):
+            return bool(self._static(select))
+        return any(
+            select.evaluate(w.values) for w in self.state.workers if w is not None and w.usable
+        )
 
     def _new_key(self) -> int:
         self._keys += 1
@@ -185,48 +221,91 @@ class SessionScratch:
             ]
         return groups
 
-    def _matching(self, select: SelectExpr | None) -> list[Worker]:
+    def _is_static(self, select: SelectExpr) -> bool:
+        names = select.names
+        return not (names & self.state.consumables or "slots" in names)
+
+    def _static(self, select: SelectExpr | None) -> list[Worker]:
         state = self.state
         text = select.text if select is not None else None
-        if select is None or not (select.names & state.consumables or "slots" in select.names):
-            memo = self.static_memo.get(text)
-            if memo is None or memo.version != state.worker_version:
-                workers = [
-                    w
-                    for w in state.workers
-                    if w is not None and w.usable and (select is None or select(w.values))
-                ]
-                memo = self.static_memo[text] = _StaticMemo(state.worker_version, workers)
-            return memo.workers
-        assert text is not None
-        dyn = self._dynamic.get(text)
-        if dyn is None:
-            dyn = self._dynamic[text] = [
-                w for w in state.workers if w is not None and w.usable and select(w.values)
+        memo = self.static_memo.get(text)
+        if memo is None or memo.version != state.worker_version:
+            workers = [
+                w
+                for w in state.workers
+                if w is not None and w.usable and (select is None or select.evaluate(w.values))
             ]
-        return dyn
+            memo = self.static_memo[text] = _StaticMemo(state.worker_version, workers)
+        return memo.workers
+
+    def _matching(self, select: SelectExpr | None) -> tuple[list[Worker], bool]:
+        if select is None or self._is_static(select):
+            return self._static(select), False
+        dyn = self._dynamic.get(select.text)
+        if dyn is None:
+            dyn = self._dynamic[select.text] = [
+                w for w in self.free_workers if select.evaluate(w.values)
+            ]
+        return dyn, True
 
     # ------------------------------------------------------------------ reasons
 
-    def explain(self, cset: CandidateSet, tasks: int, want: Want) -> PendReason:
+    def cluster_full(self, tasks: int) -> PendReason:
+        """The reason when the whole cluster has fewer free slots than ``tasks``."""
+        return PendReason(
+            Reason.NOT_ENOUGH_SLOTS,
+            f"{tasks} tasks wanted, {max(self.free_total, 0)} slots free in the cluster",
+        )
+
+    def explain_without_candidates(self, select: SelectExpr | None, tasks: int) -> PendReason:
+        """Why nothing can start when the cluster has fewer free slots than
+        ``tasks``, without building the candidate list (cheap for busy clusters)."""
+        if self.usable_count == 0:
+            return PendReason(Reason.NO_WORKERS, "no usable workers")
+        if not self.any_match(select):
+            return PendReason(
+                Reason.NO_MATCHING_HOST, f"{_hosts(self.usable_count)}: select not satisfied"
+            )
+        return self.cluster_full(tasks)
+
+    def explain(
+        self, cset: CandidateSet, tasks: int, want: Want, select: SelectExpr | None = None
+    ) -> PendReason:
         """Why ``tasks`` tasks with per-task ``want`` found no plan among ``cset``.
 
         The category comes first from cheap facts (no usable worker, nothing
         matches, too few free slots in the whole cluster); otherwise one pass over
-        the candidates classifies each host by what it lacks for one task.
+        the candidates classifies each host by what it lacks for one task. The
+        answer is reused for the same question until the next commit.
         """
+        key = (cset.key, tasks, want, self._commits)
+        reason = self._explained.get(key)
+        if reason is None:
+            reason = self._explained[key] = self._explain(cset, tasks, want, select)
+        return reason
+
+    def _explain(
+        self, cset: CandidateSet, tasks: int, want: Want, select: SelectExpr | None
+    ) -> PendReason:
         if self.usable_count == 0:
             return PendReason(Reason.NO_WORKERS, "no usable workers")
-        unmatched = self.usable_count - len(cset.workers)
+        if cset.free_only:
+            full = self.usable_count - len(self.free_workers)
+            unmatched = len(self.free_workers) - len(cset.workers)
+        else:
+            full = 0
+            unmatched = self.usable_count - len(cset.workers)
         if not cset.workers:
+            if cset.free_only and self.any_match(select):
+                return PendReason(
+                    Reason.NOT_ENOUGH_SLOTS,
+                    f"{_hosts(full)}: no free slot; {_hosts(unmatched)}: select not satisfied",
+                )
             return PendReason(
-                Reason.NO_MATCHING_HOST, f"{_hosts(unmatched)}: select not satisfied"
+                Reason.NO_MATCHING_HOST, f"{_hosts(unmatched + full)}: select not satisfied"
             )
         if self.free_total < tasks:
-            return PendReason(
-                Reason.NOT_ENOUGH_SLOTS,
-                f"{tasks} tasks wanted, {max(self.free_total, 0)} slots free in the cluster",
-            )
+            return self.cluster_full(tasks)
         counts: Counter[str] = Counter()
         fitting = 0
         for w in cset.workers:
@@ -250,6 +329,8 @@ class SessionScratch:
         else:
             category = Reason.NOT_ENOUGH_SLOTS
         parts = [f"{_hosts(n)}: {what}" for what, n in counts.most_common()]
+        if full:
+            parts.append(f"{_hosts(full)}: no free slot")
         if fitting:
             parts.append(f"{_hosts(fitting)}: could take a task, too few together for {tasks}")
         if unmatched:

@@ -275,39 +275,43 @@ class ClusterState:
         """
         if job.state is not JobState.PENDING:
             raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
-        need_slots: dict[Worker, int] = {}
-        need_res: dict[tuple[Worker, str], float] = {}
+        merged: dict[Worker, int] = {}
+        need_res: dict[tuple[Worker, str], float] | None = None
         for worker, slots, rusage in claims:
-            need_slots[worker] = need_slots.get(worker, 0) + slots
-            for name, amount in rusage:
-                need_res[worker, name] = need_res.get((worker, name), 0.0) + amount
-        for worker, slots in need_slots.items():
-            if not worker.usable or self.by_name.get(worker.name) is not worker:
+            merged[worker] = merged.get(worker, 0) + slots
+            if rusage:
+                if need_res is None:
+                    need_res = {}
+                for name, amount in rusage:
+                    need_res[worker, name] = need_res.get((worker, name), 0.0) + amount
+        by_name = self.by_name
+        for worker, slots in merged.items():
+            if not worker.usable or by_name.get(worker.name) is not worker:
                 raise XceError(f"cannot start {job.job_id!r}: worker {worker.name} is gone")
-            if slots > worker.free_slots:
+            if slots > worker.slots - worker.used_slots:
                 raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks slots")
-        for (worker, name), amount in need_res.items():
-            free = worker.available(name)
-            if free is None or amount > free + 1e-9:
-                raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks {name}")
+        if need_res:
+            for (worker, name), amount in need_res.items():
+                free = worker.available(name)
+                if free is None or amount > free + 1e-9:
+                    raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks {name}")
         for name, amount in shared.items():
             free = self.shared_free(name)
             if free is None or amount > free + 1e-9:
                 raise XceError(f"cannot start {job.job_id!r}: shared {name} exhausted")
         # Validated: apply.
-        for worker, slots, rusage in claims:
+        job_id = job.job_id
+        for worker, slots in merged.items():
             worker.used_slots += slots
-            for name, amount in rusage:
+            worker.jobs.add(job_id)
+        if need_res:
+            for (worker, name), amount in need_res.items():
                 worker.used[name] = worker.used.get(name, 0.0) + amount
-            worker.jobs.add(job.job_id)
         for name, amount in shared.items():
             self.shared_used[name] = self.shared_used.get(name, 0.0) + amount
-        merged: dict[Worker, int] = {}
-        for worker, slots, _ in claims:
-            merged[worker] = merged.get(worker, 0) + slots
         job.allocation = list(merged.items())
         job.claims = claims
-        job.shared_claims = dict(shared)
+        job.shared_claims = dict(shared) if shared else {}
         job.state = JobState.RUNNING
         job.last_reason = None
         self.pending_count -= 1

@@ -166,25 +166,31 @@ async def b2(scale: float) -> None:
 
 
 async def b3(scale: float) -> None:
+    """Identical unsatisfiable jobs, cache on vs off. With the cache off every job
+    pays a full attempt and a full reason (a pass over the hosts), so the off run
+    is measured on fewer jobs and scaled linearly to the same count."""
+    njobs = int(100_000 * scale)
     results = {}
     for cache in (True, False):
         core = SchedulerCore(SchedulerConfig(unsatisfiable_cache=cache))
         workers(core, int(10_000 * scale), 32)
-        submit(core, int(100_000 * scale), ["rusage[mem=100000]"], lambda i: 1)
+        measured = njobs if cache else max(1, njobs // 50)
+        submit(core, measured, ["rusage[mem=100000]"], lambda i: 1)
         first, _ = await timed_session(core)
         steady, _ = await timed_session(core)
-        results[cache] = (first, steady)
+        factor = njobs / measured
+        results[cache] = (first * factor, steady * factor)
     (on1, on2), (off1, off2) = results[True], results[False]
     report(
         "B3",
         f"steady session {off2 / on2:,.0f}x faster with cache "
-        f"({on2 * 1000:.2f} vs {off2 * 1000:.0f} ms)",
+        f"({on2 * 1000:.1f} ms vs {off2:.1f} s)",
         ">= 100x",
     )
     report(
         "B3'",
-        f"first session {off1 / on1:,.1f}x "
-        f"({on1 * 1000:.0f} vs {off1 * 1000:.0f} ms, all pends reported)",
+        f"first session {off1 / on1:,.0f}x faster "
+        f"({on1 * 1000:.0f} ms vs {off1:.1f} s, every pend reported)",
         "(information)",
     )
 

@@ -91,7 +91,8 @@ class PlanStream:
         return self
 
     async def __anext__(self) -> Plan:
-        await self._pacer.step()
+        if self._pacer.tick():
+            await anyio.lowlevel.checkpoint()
         if self._gen is None:
             raise StopAsyncIteration
         try:
@@ -155,7 +156,8 @@ class HostIterator:
         return self
 
     async def __anext__(self) -> Worker:
-        await self._ctx.session.pacer.step()
+        if self._ctx.session.pacer.tick():
+            await anyio.lowlevel.checkpoint()
         host = self.next_host()
         if host is None:
             raise StopAsyncIteration

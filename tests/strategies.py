@@ -191,6 +191,7 @@ rusage_alternatives = st.lists(
         amount=_RR_AMOUNT,
         duration=st.none() | _RR_AMOUNT,
         decay=st.sampled_from([None, 0.0, 1.0]),
+        per=st.sampled_from([None, "task", "host", "job"]),
     ),
     min_size=1,
     max_size=4,
@@ -220,6 +221,7 @@ def primaries(count: st.SearchStrategy[int] | None = None) -> st.SearchStrategy[
         affinity=st.none()
         | st.from_regex(r"[a-z]+(\([a-z0-9=,]+\))?(:[a-z]+=[a-z0-9]+)*", fullmatch=True),
         count=st.none() if count is None else count,
+        cu=st.none() | st.from_regex(r"[a-z]+=[a-z0-9]+(:[a-z]+=[a-z0-9]+)*", fullmatch=True),
     )
 
 

@@ -24,8 +24,11 @@ Grammar (whitespace is allowed between all pieces)::
 * ``span[hosts=1]`` (``hosts`` is a positive integer, or -1 meaning no
   constraint, stored as given) or ``span[ptile=P]`` (P a positive integer), not
   both.
-* ``same[type:model]``: resource names. ``affinity[...]``: kept as the stripped
-  raw text; brackets inside must balance.
+* ``same[type:model]``: resource names. ``affinity[...]`` and ``cu[...]``
+  (LSF compute units): kept as the stripped raw text, carried, not acted on;
+  brackets inside affinity must balance.
+* An rusage amount may carry LSF's reservation method: ``mem=100/task``,
+  ``mem=100/host``, ``lic=1/job``.
 * Compound: every part but the last needs a positive count ``N*``; a compound
   of one part needs one too (``{...}`` alone is an alternative).
 * Alternative: any top-level ``{...}`` starts one, so ``{select[a]}`` is an
@@ -70,7 +73,8 @@ __all__ = ["format_resreq", "parse_resreq"]
 _CACHE_LIMIT: Final = 100_000
 _CACHE: dict[str, ResReq] = {}
 
-_SECTIONS: Final = ("select", "order", "rusage", "span", "same", "affinity")
+_SECTIONS: Final = ("select", "order", "rusage", "span", "same", "affinity", "cu")
+_PER: Final = re.compile(r"/\s*(task|host|job)\b")
 _SECTION_HEAD: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
 _COUNT: Final = re.compile(r"([0-9]+)\s*\*\s*\{")
 _INTEGER: Final = re.compile(r"-?[0-9]+(?![\w.])")
@@ -203,6 +207,7 @@ class _Parser:
         span: Span | None = None
         same: tuple[str, ...] = ()
         affinity: str | None = None
+        cu: str | None = None
         pos = self.skip(pos)
         if pos < self.end and text[pos] != closer and not _SECTION_HEAD.match(text, pos):
             stop = self.bare_select_end(pos)
@@ -240,12 +245,16 @@ class _Parser:
                 span = self.span(start, close)
             elif name == "same":
                 same = self.same(start, close)
+            elif name == "cu":
+                cu = text[start:close].strip()
+                if not cu:
+                    self.fail("expected a compute-unit description in cu[]", close)
             else:
                 affinity = text[start:close].strip()
                 if not affinity:
                     self.fail("expected an affinity description in affinity[]", close)
             pos = self.skip(close + 1)
-        return Primary(select, order, rusage, span, same, affinity, count), pos
+        return Primary(select, order, rusage, span, same, affinity, count, cu), pos
 
     def bare_select_end(self, pos: int) -> int:
         """Where a select written without ``select[`` ends: at the first section
@@ -372,10 +381,16 @@ class _Parser:
                 if any(term.name == name for term in terms):
                     self.fail(f"duplicate resource {name!r} in rusage[]", column)
                 amount, pos = self.number(pos, end, f"a non-negative amount for {name!r}")
+                per = None
+                suffix = _PER.match(text, pos, end)
+                if suffix is not None:
+                    per, pos = suffix.group(1), suffix.end()
+                elif pos < end and text[pos] == "/":
+                    self.fail("expected /task, /host or /job after the amount", pos)
                 if options:  # a resource after options starts a new run
                     run, options = [], set()
                 run.append(len(terms))
-                terms.append(RusageTerm(name, amount))
+                terms.append(RusageTerm(name, amount, per=per))
             pos = self.skip(pos, end)
             if pos >= end or text.startswith("||", pos, end):
                 return tuple(terms), pos
@@ -460,13 +475,18 @@ def _format_primary(primary: Primary) -> str:
         sections.append("same[" + ":".join(primary.same) + "]")
     if primary.affinity is not None:
         sections.append(f"affinity[{primary.affinity}]")
+    if primary.cu is not None:
+        sections.append(f"cu[{primary.cu}]")
     return " ".join(sections)
 
 
 def _format_rusage(terms: tuple[RusageTerm, ...]) -> str:
     runs = []
     for (duration, decay), run in groupby(terms, key=lambda term: (term.duration, term.decay)):
-        text = ":".join(f"{term.name}={format_number(term.amount)}" for term in run)
+        text = ":".join(
+            f"{term.name}={format_number(term.amount)}" + (f"/{term.per}" if term.per else "")
+            for term in run
+        )
         if duration is not None:
             text += f":duration={format_number(duration)}"
         if decay is not None:

@@ -62,14 +62,19 @@ class SelectExpr:
 
 @dataclass(frozen=True, slots=True)
 class RusageTerm:
-    """``name=amount[:duration=D][:decay=X]``: consumed per task on the host, or per
-    job for a shared resource. ``duration`` (minutes) and ``decay`` are carried, not
-    yet acted on."""
+    """``name=amount[/task|/host|/job][:duration=D][:decay=X]``.
+
+    Without a suffix a host consumable is taken per task and a shared resource
+    per job. ``per`` records LSF's explicit reservation method: ``"task"``,
+    ``"host"`` (once on every host of the allocation) or ``"job"`` (once for the
+    whole job). ``duration`` (minutes) and ``decay`` are carried, not yet acted on.
+    """
 
     name: str
     amount: float
     duration: float | None = None
     decay: float | None = None
+    per: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +111,7 @@ class Primary:
     same: tuple[str, ...] = ()
     affinity: str | None = None
     count: int | None = None
+    cu: str | None = None
 
     def __str__(self) -> str:
         from xce_core._resreq_parse import format_resreq  # here: the parser imports us

@@ -120,6 +120,19 @@ VALID: list[tuple[str, ResReq]] = [
     ),
     ("rusage[mem=4000:duration=3600s]", primary(rusage=usage([T("mem", 4000, 60)]))),
     ("rusage[lic=1:duration=30m:decay=0]", primary(rusage=usage([T("lic", 1, 30, 0)]))),
+    # -- rusage reservation methods (LSF 9.1.3+), compute units ------------------------------
+    (
+        "rusage[mem=100/task:lic=1/job] span[hosts=1]",
+        primary(
+            rusage=usage([RusageTerm("mem", 100, per="task"), RusageTerm("lic", 1, per="job")]),
+            span=Span(hosts=1),
+        ),
+    ),
+    ("rusage[mem=2048/host]", primary(rusage=usage([RusageTerm("mem", 2048, per="host")]))),
+    (
+        "select[type==any] cu[type=enclosure:maxcus=2]",
+        Primary(select=compile_select("type==any"), cu="type=enclosure:maxcus=2"),
+    ),
     # -- rusage: separators and alternatives --------------------------------------------------
     ("rusage[mem=100,tmp=20]", primary(rusage=usage([T("mem", 100), T("tmp", 20)]))),
     ("rusage[mem=100:tmp=20]", primary(rusage=usage([T("mem", 100), T("tmp", 20)]))),
@@ -230,7 +243,9 @@ INVALID: list[tuple[str, int, str]] = [
     ("type==any select[a]", 10, "duplicate section 'select'"),
     ("order[a] rusage[m=1] order[b]", 21, "duplicate section 'order'"),
     ("foo[x]", 0, "unknown section 'foo'"),
-    ("select[a] cu[type:enclosure]", 10, "unknown section 'cu'"),
+    ("select[a] cpu[x]", 10, "unknown section 'cpu'"),
+    ("rusage[mem=10/slot]", 13, "expected /task, /host or /job"),
+    ("cu[]", 3, "expected a compute-unit description"),
     ("order[ut] type==any", 10, "expected a section"),
     ("select[a] ]", 10, "unexpected ']' without a matching '['"),
     ("select[a]}", 9, "unexpected '}' without a matching '{'"),

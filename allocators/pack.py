@@ -38,13 +38,16 @@ def task_capacity(ctx: SchedContext, request: PrimaryRequest) -> list[int]:
     caps = []
     for w in request.candidates.workers:
         cap = ctx.free_slots(w)
-        for name, amount in request.want:
+        for name, per_task, per_host in request.want:
             free = w.available(name)
             if free is None:
                 cap = 0
                 break
-            free -= ctx.amounts.get((w.index, name), 0.0)
-            cap = min(cap, int((free + 1e-9) // amount))
+            free -= ctx.amounts.get((w.index, name), 0.0) + per_host
+            if free < -1e-9:
+                cap = 0
+            elif per_task > 0:
+                cap = min(cap, int((free + 1e-9) // per_task))
         if cap > 0:
             caps.append(cap)
     caps.sort(reverse=True)

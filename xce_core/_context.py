@@ -17,10 +17,21 @@ if TYPE_CHECKING:
     from xce_core._session import SessionScratch
     from xce_core._state import ClusterState
 
-__all__ = ["AllocMode", "PendReason", "Reason", "SchedContext", "Want"]
+__all__ = ["AllocMode", "Need", "PendReason", "Reason", "SchedContext", "Want", "need"]
 
-# Per-task consumable amounts on a host, as sorted (name, amount) pairs.
-Want = tuple[tuple[str, float], ...]
+# Consumables wanted on each host of an allocation, as sorted
+# (name, per_task, per_host) triples: a bucket of n slots takes
+# ``per_task * n + per_host`` of ``name`` on its host.
+Want = tuple[tuple[str, float, float], ...]
+
+
+# Amounts actually taken on one host, as (name, amount) pairs.
+Need = tuple[tuple[str, float], ...]
+
+
+def need(want: Want, slots: int) -> Need:
+    """What a bucket of ``slots`` tasks takes on its host, per consumable."""
+    return tuple((name, per_task * slots + per_host) for name, per_task, per_host in want)
 
 
 _NO_SHARED: dict[str, float] = {}
@@ -69,7 +80,7 @@ class SchedContext:
     session: SessionScratch
     job: Job
     mode: AllocMode = AllocMode.NORMAL
-    journal: list[tuple[Worker, int, Want]] = field(default_factory=list)
+    journal: list[tuple[Worker, int, Need]] = field(default_factory=list)
     slots: dict[int, int] = field(default_factory=dict)
     amounts: dict[tuple[int, str], float] = field(default_factory=dict)
     shared: dict[str, float] = field(default_factory=dict)
@@ -86,27 +97,28 @@ class SchedContext:
         return free
 
     def fits(self, worker: Worker, slots: int, want: Want) -> bool:
-        """Whether ``slots`` tasks with per-task ``want`` fit on ``worker`` now."""
+        """Whether a bucket of ``slots`` tasks with ``want`` fits on ``worker`` now."""
         if self.free_slots(worker) < slots:
             return False
-        for name, amount in want:
+        for name, per_task, per_host in want:
             free = worker.available(name)
             if free is None:
                 return False
             if self.amounts:
                 free -= self.amounts.get((worker.index, name), 0.0)
-            if amount * slots > free + 1e-9:
+            if per_task * slots + per_host > free + 1e-9:
                 return False
         return True
 
     def claim(self, worker: Worker, slots: int, want: Want) -> None:
-        """Tentatively take ``slots`` tasks (and ``want`` × slots) on ``worker``."""
+        """Tentatively take a bucket of ``slots`` tasks (and what ``want`` says it
+        takes) on ``worker``."""
         index = worker.index
         self.slots[index] = self.slots.get(index, 0) + slots
         if not want:
             self.journal.append((worker, slots, ()))
             return
-        scaled = tuple((name, amount * slots) for name, amount in want)
+        scaled = need(want, slots)
         self.journal.append((worker, slots, scaled))
         for name, amount in scaled:
             key = (worker.index, name)

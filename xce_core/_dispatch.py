@@ -123,22 +123,24 @@ class Dispatcher:
         assert isinstance(prepared, _Prepared)
         allocator = self._par if hi > 1 else self._seq
         reason: PendReason | None = None
-        for want, shared in prepared.options:
-            if shared:
-                short = _shared_shortfall(shared, ctx)
-                if short:
-                    reason = reason or PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
-                    continue
+        for usage in prepared.options:
+            want = usage.want
             top = min(hi, session.free_total)
             for n in range(top, lo - 1, -1):
+                shared = usage.shared(n)
+                if shared:
+                    short = _shared_shortfall(shared, ctx)
+                    if short:
+                        reason = reason or PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
+                        continue
                 for group in prepared.groups:
-                    request = PrimaryRequest(primary, n, want, group)
+                    request = PrimaryRequest(primary, n, want, group, usage.first_want)
                     if await allocator.allocate(request, ctx):
                         if shared:
                             ctx.claim_shared(shared)
                         return None
             if reason is None:
-                reason = session.explain(prepared.candidates, lo, want, primary.select)
+                reason = session.explain(prepared.candidates, lo, usage.first_want, primary.select)
         assert reason is not None
         return reason
 
@@ -154,21 +156,54 @@ class _Prepared:
         self.groups = (
             session.same_groups(primary, self.candidates) if primary.same else [self.candidates]
         )
-        self.options = [_split_rusage(terms, ctx.state) for terms in primary.rusage or ((),)]
+        self.options = [_Usage(terms, ctx.state) for terms in primary.rusage or ((),)]
 
 
-def _split_rusage(
-    terms: tuple[RusageTerm, ...], state: ClusterState
-) -> tuple[Want, dict[str, float]]:
-    """Per-task host consumables and per-job shared amounts of one rusage alternative."""
-    host: dict[str, float] = {}
-    shared: dict[str, float] = {}
-    for term in terms:
-        if term.amount <= 0:
-            continue
-        target = shared if term.name in state.shared_total else host
-        target[term.name] = target.get(term.name, 0.0) + term.amount
-    return tuple(sorted(host.items())), shared
+class _Usage:
+    """One rusage alternative, split by where and how often each amount is taken.
+
+    Host consumables: per task (the default and ``/task``), per host (``/host``),
+    or once per job on the first host of the allocation (``/job``). Shared
+    resources: once per job (the default, ``/job`` and ``/host``), or per task
+    (``/task``).
+    """
+
+    __slots__ = ("first_want", "shared_fixed", "shared_per_task", "want")
+
+    def __init__(self, terms: tuple[RusageTerm, ...], state: ClusterState) -> None:
+        host: dict[str, list[float]] = {}
+        job: dict[str, float] = {}
+        self.shared_fixed: dict[str, float] = {}
+        self.shared_per_task: dict[str, float] = {}
+        for term in terms:
+            if term.amount <= 0:
+                continue
+            name, amount = term.name, term.amount
+            if name in state.shared_total:
+                target = self.shared_per_task if term.per == "task" else self.shared_fixed
+                target[name] = target.get(name, 0.0) + amount
+            elif term.per == "job":
+                job[name] = job.get(name, 0.0) + amount
+            else:
+                entry = host.setdefault(name, [0.0, 0.0])
+                entry[1 if term.per == "host" else 0] += amount
+        self.want: Want = tuple((n, t, h) for n, (t, h) in sorted(host.items()))
+        if job:
+            merged = {n: [t, h] for n, t, h in self.want}
+            for n, amount in job.items():
+                merged.setdefault(n, [0.0, 0.0])[1] += amount
+            self.first_want: Want = tuple((n, t, h) for n, (t, h) in sorted(merged.items()))
+        else:
+            self.first_want = self.want
+
+    def shared(self, tasks: int) -> dict[str, float]:
+        """Shared amounts for a job of ``tasks`` tasks."""
+        if not self.shared_per_task:
+            return self.shared_fixed
+        out = dict(self.shared_fixed)
+        for name, amount in self.shared_per_task.items():
+            out[name] = out.get(name, 0.0) + amount * tasks
+        return out
 
 
 def _shared_shortfall(shared: dict[str, float], ctx: SchedContext) -> str:

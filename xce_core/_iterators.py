@@ -59,13 +59,22 @@ class PrimaryRequest:
     ``candidates`` (already filtered by select, ordered by ``order[]``, restricted
     to one ``same[]`` group). Treat as read-only."""
 
-    __slots__ = ("candidates", "primary", "tasks", "want")
+    __slots__ = ("candidates", "first_want", "primary", "tasks", "want")
 
-    def __init__(self, primary: Primary, tasks: int, want: Want, candidates: CandidateSet):
+    def __init__(
+        self,
+        primary: Primary,
+        tasks: int,
+        want: Want,
+        candidates: CandidateSet,
+        first_want: Want | None = None,
+    ) -> None:
         self.primary = primary
         self.tasks = tasks
         self.want = want
         self.candidates = candidates
+        # The first bucket of a plan also carries per-job amounts (rusage .../job).
+        self.first_want = want if first_want is None else first_want
 
     def __repr__(self) -> str:
         return f"PrimaryRequest({self.primary}, tasks={self.tasks}, want={self.want})"
@@ -143,6 +152,11 @@ class HostIterator:
         self._frontier = start <= cursor
 
     @property
+    def want(self) -> Want:
+        """The consumables this iterator's bucket needs."""
+        return self._want
+
+    @property
     def bucket(self) -> int:
         """The bucket size this iterator serves."""
         return self._bucket
@@ -196,9 +210,9 @@ class HostIterator:
 
 
 def _committed_fits(w: Worker, bucket: int, want: Want) -> bool:
-    for name, amount in want:
+    for name, per_task, per_host in want:
         free = w.available(name)
-        if free is None or amount * bucket > free + 1e-9:
+        if free is None or per_task * bucket + per_host > free + 1e-9:
             return False
     return True
 
@@ -218,6 +232,7 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
     limit = len(candidates.workers)
     max_free = candidates.max_free
     want = request.want
+    first_want = request.first_want
     pacer = ctx.session.pacer
     try:
         async for plan in plans:
@@ -226,6 +241,7 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
             mark = ctx.mark()
             claimed: set[int] = set()
             hosts: HostIterator | None = None
+            bucket_want = first_want
             for bucket in plan:
                 if pacer.tick():
                     await anyio.lowlevel.checkpoint()
@@ -233,13 +249,14 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
                 # as the previous one continues that one's scan, which is the same
                 # as a fresh scan: every host before its position was claimed or too
                 # small for this size too.
-                if hosts is None or hosts.bucket != bucket:
-                    hosts = HostIterator(ctx, candidates, bucket, want)
+                if hosts is None or hosts.bucket != bucket or hosts.want != bucket_want:
+                    hosts = HostIterator(ctx, candidates, bucket, bucket_want)
                 found = hosts.next_host(claimed)
                 if found is None:
                     break
                 claimed.add(found.index)
-                ctx.claim(found, bucket, want)
+                ctx.claim(found, bucket, bucket_want)
+                bucket_want = want
             else:
                 return True
             ctx.rollback_to(mark)

@@ -316,8 +316,8 @@ class SessionScratch:
                 continue
             short = [
                 name
-                for name, amount in want
-                if (free := w.available(name)) is None or free + 1e-9 < amount
+                for name, per_task, per_host in want
+                if (free := w.available(name)) is None or free + 1e-9 < per_task + per_host
             ]
             if short:
                 counts[short[0]] += 1

@@ -178,3 +178,45 @@ async def test_pend_detail_is_a_per_host_breakdown() -> None:
     assert "2 hosts: mem" in p.detail
     assert "1 host: not enough slots" in p.detail
     assert ends(out)[0].pended == 1
+
+
+async def test_rusage_reservation_methods_task_host_job() -> None:
+    core = SchedulerCore()
+    out = await process_events(
+        [
+            up("a", 2, {"mem": 100, "scratch": 50}),
+            up("b", 2, {"mem": 100, "scratch": 50}),
+            SharedResource(name="lic", total=10),
+            # 4 tasks as (2, 2): mem per task (2 x 10 per host), scratch once per
+            # host (30 each), lic once per task (4 in all), io once for the job.
+            submit("j", "rusage[mem=10/task:scratch=30/host:lic=1/task:io=0]", 4),
+            submit("k", "rusage[mem=50/job] span[hosts=1]", 2),
+            GO,
+        ],
+        core=core,
+    )
+    assert allocations(out) == {"j": [("a", 2), ("b", 2)]}
+    a, b = core.state.by_name["a"], core.state.by_name["b"]
+    assert a.used == {"mem": 20.0, "scratch": 30.0}
+    assert b.used == {"mem": 20.0, "scratch": 30.0}
+    assert core.state.shared_used == {"lic": 4.0}
+    assert pends(out)["k"].reason == "not_enough_slots"
+    out = await process_events([JobFinished(job_id="j"), GO], core=core)
+    assert allocations(out) == {"k": [("a", 2)]}
+    assert core.state.by_name["a"].used == {"mem": 50.0}  # once for the job, not per task
+
+
+async def test_rusage_per_job_goes_on_the_first_host_only() -> None:
+    core = SchedulerCore()
+    out = await process_events(
+        [
+            up("a", 1, {"mem": 100}),
+            up("b", 1, {"mem": 10}),
+            submit("j", "rusage[mem=60/job]", 2),
+            GO,
+        ],
+        core=core,
+    )
+    assert allocations(out) == {"j": [("a", 1), ("b", 1)]}
+    assert core.state.by_name["a"].used == {"mem": 60.0}
+    assert core.state.by_name["b"].used == {}

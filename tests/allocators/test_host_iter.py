@@ -26,8 +26,8 @@ async def test_filters_by_select_free_slots_and_scaled_rusage() -> None:
     ctx = context_for(core)
     assert await hosts(ctx, "select[type==x]", 1) == ["a", "b", "d"]
     assert await hosts(ctx, "select[type==x]", 2) == ["a", "d"]
-    assert await hosts(ctx, "", 2, (("mem", 60.0),)) == ["c", "d"]  # 120 > a's 100
-    assert await hosts(ctx, "", 3, (("mem", 60.0),)) == ["c"]
+    assert await hosts(ctx, "", 2, (("mem", 60.0, 0.0),)) == ["c", "d"]  # 120 > a's 100
+    assert await hosts(ctx, "", 3, (("mem", 60.0, 0.0),)) == ["c"]
     assert await hosts(ctx, "select[type==z]", 1) == []
 
 
@@ -102,7 +102,7 @@ async def test_fresh_per_bucket_in_the_loop() -> None:
 async def test_failed_plan_rolls_back_exactly_then_next_plan_wins() -> None:
     core = build([up("a", 3, {"mem": 90}), up("b", 2, {"mem": 90}), up("c", 2, {"mem": 90})])
     ctx = context_for(core)
-    want = (("mem", 30.0),)
+    want = (("mem", 30.0, 0.0),)
     plans = Plans((3, 3), (2, 2, 2))
     assert await allocate_plans(ctx, request(ctx, 6, want=want), plans)
     assert claims(ctx) == [("a", 2), ("b", 2), ("c", 2)]

@@ -6,18 +6,23 @@ scheduler core and acts on its decisions: a ``job_allocated`` is "dispatched"
 (printed), and a toy execution agent reports the job finished after a short
 simulated run time, which frees its slots for pending jobs.
 
-Structure: one anyio task group owns every task, so a failure or a shutdown
-cancels all of them and nothing outlives ``main``:
+Structure (structured concurrency: every task belongs to a task group, so a
+failure anywhere cancels the rest and nothing outlives ``main``)::
 
-- the listener, with one ``read_agent`` task per connection: bytes -> events
-  -> ``Scheduler.send_batch`` (which waits while the core is busy);
-- ``act_on_decisions``: reads ``Scheduler.decisions()`` and starts one
-  ``run_job`` task per allocated job;
-- ``stop_on_signal``: SIGINT/SIGTERM cancel the group.
+    readers group                    act_on_decisions: Scheduler.decisions()
+      open_scheduler(...)              -> prints, starts run_job in "senders"
+        senders group                stop_on_signal, the TCP listener with one
+                                     read_agent per connection, run_job tasks
+
+Everything that *sends* events lives in ``senders``, which a shutdown (signal
+or ``--max-jobs``) cancels. Leaving ``open_scheduler`` then applies what was
+already sent and ends the decision stream, and only then does the decision
+reader finish: the reader must outlive the scheduler, or decisions of that last
+drain would have nowhere to go.
 
 Sessions run every ``--interval`` seconds when something changed
 (``SchedulerConfig(session_interval=...)``), so agents need not send
-``session_begin`` (they may). Leaving ``open_scheduler`` applies what was sent.
+``session_begin`` (they may).
 
 Run it, then feed it events::
 
@@ -80,9 +85,9 @@ async def submit(sched: xce_core.Scheduler, items: list[InputEvent | BadEvent]) 
 
 
 async def act_on_decisions(
-    sched: xce_core.Scheduler, tg: anyio.abc.TaskGroup, run_time: float, finished: Finished
+    sched: xce_core.Scheduler, senders: anyio.abc.TaskGroup, run_time: float, finished: Finished
 ) -> None:
-    """Dispatch allocated jobs and report pending ones, for as long as decisions come."""
+    """Dispatch allocated jobs and report pending ones, until the scheduler closes."""
     last_reason: dict[str, str] = {}  # a pending job is reported again every session
     # The loop body never awaits, so a cancellation always lands inside the
     # iterator, which then cleans up itself; no aclosing() needed.
@@ -90,8 +95,11 @@ async def act_on_decisions(
         match decision:
             case JobAllocated(job_id=job_id, hosts=hosts):
                 placement = ",".join(f"{h.host}:{h.slots}" for h in hosts)
-                say(f"dispatch {job_id} -> {placement}")
-                tg.start_soon(run_job, sched, job_id, run_time, finished)
+                if senders.cancel_scope.cancel_called:  # allocated while shutting down
+                    say(f"not dispatched (stopping): {job_id} -> {placement}")
+                else:
+                    say(f"dispatch {job_id} -> {placement}")
+                    senders.start_soon(run_job, sched, job_id, run_time, finished)
             case JobPended(job_id=job_id, reason=reason, detail=detail):
                 if last_reason.get(job_id) != reason:
                     last_reason[job_id] = reason
@@ -142,14 +150,21 @@ async def main(port: int, max_jobs: int | None, run_time: float, interval: float
     # Signals are caught from before the port is announced: a test (or an
     # operator) may stop the controller as soon as it is reachable.
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with xce_core.open_scheduler(config) as sched, anyio.create_task_group() as tg:
-            tg.start_soon(stop_on_signal, signals, tg.cancel_scope, received)
-            listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=port)
-            say(f"listening on {listener.extra(SocketAttribute.local_port)}")
-            tg.start_soon(listener.serve, functools.partial(read_agent, sched))
-            tg.start_soon(act_on_decisions, sched, tg, run_time, finished)
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=port)
+        say(f"listening on {listener.extra(SocketAttribute.local_port)}")
+        # Exited from the bottom up: senders stop, the scheduler drains, and only
+        # then does the decision reader see the end of the stream.
+        async with (
+            listener,
+            anyio.create_task_group() as readers,
+            xce_core.open_scheduler(config) as sched,
+            anyio.create_task_group() as senders,
+        ):
+            readers.start_soon(act_on_decisions, sched, senders, run_time, finished)
+            senders.start_soon(stop_on_signal, signals, senders.cancel_scope, received)
+            senders.start_soon(listener.serve, functools.partial(read_agent, sched))
             await finished.done.wait()
-            tg.cancel_scope.cancel()  # stops the listener, the agents and the readers
+            senders.cancel_scope.cancel()  # the listener, the agents and the jobs
     say(f"{finished.count} jobs finished")
     return 128 + received[0] if received else 0
 

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-CONTROLLER = Path(__file__).resolve().parents[2] / "examples" / "controller.py"
+CONTROLLER_ARGS = [
+    sys.executable,
+    str(Path(__file__).resolve().parents[2] / "examples" / "controller.py"),
+]
 TIMEOUT = 5.0
 
 EVENTS = [
@@ -29,6 +32,9 @@ EVENTS = [
         "max_tasks": 4,
         "resreq": "span[hosts=1]",
     },
+    # Never runs, so every session reports it: decisions keep coming right up to
+    # the shutdown, which must still drain cleanly.
+    {"type": "job_submitted", "job_id": "j3", "resreq": "select[maxslots>8]"},
 ]
 
 
@@ -36,7 +42,7 @@ EVENTS = [
 def controller() -> Iterator[tuple[subprocess.Popen[str], int]]:
     """A running controller that stops after two finished jobs, and its port."""
     proc = subprocess.Popen(
-        [sys.executable, str(CONTROLLER), "0", "--max-jobs", "2", "--run-time", "0.05"],
+        [*CONTROLLER_ARGS, "0", "--max-jobs", "2", "--run-time", "0.05", "--interval", "0.005"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -66,6 +72,7 @@ def test_dispatches_finishes_and_exits(controller: tuple[subprocess.Popen[str], 
     lines = out.splitlines()
     assert lines.index("dispatch j1 -> h1:3,h2:3") < lines.index("finished j1")
     assert any(line.startswith("pending j2: not_enough_slots") for line in lines)
+    assert any(line.startswith("pending j3: no_matching_host") for line in lines)
     assert lines.index("finished j1") < lines.index("dispatch j2 -> h1:4")
     assert lines[-1] == "2 jobs finished"
 

@@ -109,9 +109,7 @@ def main() -> None:
             cost = anyio.run(
                 bench_empty_sessions, workers, sessions, backend="asyncio", backend_options=options
             )
-            print(
-                f"empty session, {workers:>6,} workers ({loop:<7})    {cost * 1e6:>12,.1f} µs"
-            )
+            print(f"empty session, {workers:>6,} workers ({loop:<7})    {cost * 1e6:>12,.1f} µs")
 
 
 if __name__ == "__main__":

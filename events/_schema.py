@@ -218,6 +218,3 @@ def tag_of(event: Struct) -> str:
     tag = type(event).__struct_config__.tag
     assert isinstance(tag, str)
     return tag
-
-
-

@@ -173,8 +173,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("port", type=int, help="TCP port on 127.0.0.1 (0: pick a free one)")
     parser.add_argument("--max-jobs", type=int, metavar="N", help="exit after N jobs finished")
-    parser.add_argument("--run-time", type=float, default=0.2, metavar="S", help="per job")
-    parser.add_argument("--interval", type=float, default=0.05, metavar="S", help="sessions")
+    parser.add_argument(
+        "--run-time", type=float, default=0.2, metavar="S", help="simulated run time of a job"
+    )
+    parser.add_argument(
+        "--interval", type=float, default=0.05, metavar="S", help="seconds between sessions"
+    )
     return parser.parse_args(argv)
 
 

@@ -64,6 +64,7 @@ def test_dispatches_finishes_and_exits(controller: tuple[subprocess.Popen[str], 
     with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as agent:
         # Split mid-line on purpose: the controller must reassemble lines.
         data = "".join(json.dumps(event) + "\n" for event in EVENTS).encode()
+        data += b'{"type": "worker_up"}\n'  # malformed: reported, skipped, not fatal
         agent.sendall(data[:50])
         agent.sendall(data[50:])
         out, err = proc.communicate(timeout=TIMEOUT)
@@ -74,6 +75,7 @@ def test_dispatches_finishes_and_exits(controller: tuple[subprocess.Popen[str], 
     assert any(line.startswith("pending j2: not_enough_slots") for line in lines)
     assert any(line.startswith("pending j3: no_matching_host") for line in lines)
     assert lines.index("finished j1") < lines.index("dispatch j2 -> h1:4")
+    assert any(line.startswith("bad event on line 6: ") for line in lines)
     assert lines[-1] == "2 jobs finished"
 
 

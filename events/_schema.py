@@ -81,7 +81,13 @@ class SharedResource(_Event, tag="shared_resource", frozen=True):
 
 
 class JobSubmitted(_Event, tag="job_submitted", frozen=True):
-    """A new pending job. ``resreq`` is an LSF-style resource requirement string."""
+    """A new pending job. ``resreq`` is an LSF-style resource requirement string.
+
+    Task counts follow ``bsub -n``: ``max_tasks`` alone asks for exactly that
+    many tasks (``min_tasks`` omitted or null means "equal to max_tasks");
+    ``min_tasks < max_tasks`` asks for anything from min to max (``-n min,max``).
+    Use :attr:`task_range` for the effective pair.
+    """
 
     job_id: Name
     user: str = ""
@@ -89,9 +95,14 @@ class JobSubmitted(_Event, tag="job_submitted", frozen=True):
     project: str = ""
     priority: int = 0
     submit_time: float = 0.0
-    min_tasks: PosInt = 1
+    min_tasks: PosInt | None = None
     max_tasks: PosInt = 1
     resreq: str = ""
+
+    @property
+    def task_range(self) -> tuple[int, int]:
+        """``(min_tasks, max_tasks)`` with an omitted minimum equal to the maximum."""
+        return (self.max_tasks if self.min_tasks is None else self.min_tasks, self.max_tasks)
 
 
 class JobFinished(_Event, tag="job_finished", frozen=True):

@@ -14,8 +14,9 @@ For tests: ``decisions = xce_core.run_events(events)`` (synchronous) or
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, final
 
@@ -69,26 +70,25 @@ class Scheduler:
         if batch:
             await self._events.send(batch)
 
-    async def decisions(self) -> AsyncIterator[Decision]:
+    async def decisions(self) -> AsyncGenerator[Decision, None]:
         """Every decision, in order, until the scheduler is closed (then the
         iteration ends once the decisions made so far are read)."""
         async for batch in self.decision_batches():
             for decision in batch:
                 yield decision
 
-    async def decision_batches(self) -> AsyncIterator[list[Decision]]:
+    async def decision_batches(self) -> AsyncGenerator[list[Decision], None]:
         """Decisions in the batches the core flushed them (one per event batch or session)."""
         stream = self._decisions
-        try:
-            while True:
-                try:
-                    batch = await stream.receive()
-                except (anyio.EndOfStream, anyio.ClosedResourceError):
-                    return
-                yield batch
-        finally:
-            if stream.statistics().current_buffer_used == 0:
+        while True:
+            try:
+                batch = await stream.receive()
+            except anyio.EndOfStream:
                 stream.close()
+                return
+            except anyio.ClosedResourceError:
+                return
+            yield batch
 
     def cancel_session(self) -> None:
         """Cancel the running session (committed allocations stand)."""
@@ -152,7 +152,9 @@ async def _consume(
                         await core.run_session()
             decisions = core.take_decisions()
             if decisions:
-                out.send_nowait(decisions)
+                # Nobody may read decisions any more; keep applying events anyway.
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    out.send_nowait(decisions)
 
 
 async def _interval_ticks(

@@ -189,7 +189,7 @@ class SchedulerCore:
             raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
         try:
             resreq = parse_resreq(ev.resreq)
-            problem = _task_problem(resreq, ev.min_tasks, ev.max_tasks)
+            problem = _task_problem(resreq, *ev.task_range)
         except ResReqSyntaxError as exc:
             problem = f"bad resreq: {exc}"
         if problem:

@@ -158,7 +158,7 @@ class ClusterState:
             project=ev.project,
             priority=ev.priority,
             submit_time=ev.submit_time,
-            min_tasks=ev.min_tasks,
+            min_tasks=ev.task_range[0],
             max_tasks=ev.max_tasks,
             resreq_text=ev.resreq,
             resreq=resreq,
@@ -166,7 +166,7 @@ class ClusterState:
         )
         job.fingerprint = self.fingerprint(
             canonical if canonical is not None else str(resreq),
-            ev.min_tasks,
+            ev.task_range[0],
             ev.max_tasks,
             ev.user,
             ev.queue,
@@ -198,7 +198,7 @@ class ClusterState:
             project=ev.project,
             priority=ev.priority,
             submit_time=ev.submit_time,
-            min_tasks=ev.min_tasks,
+            min_tasks=ev.task_range[0],
             max_tasks=ev.max_tasks,
             resreq_text=ev.resreq,
             resreq=Primary(),

@@ -55,3 +55,36 @@ async def test_interval_sessions_run_when_something_changed() -> None:
 def test_run_events_is_synchronous() -> None:
     out = run_events([up("a", 4), submit("j", tasks=3), GO])
     assert allocations(out) == {"j": [("a", 3)]}
+
+
+async def test_reader_going_away_does_not_break_the_scheduler() -> None:
+    async with open_scheduler() as sched:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+
+                async def read() -> None:
+                    async for _ in sched.decisions():
+                        pass
+
+                tg.start_soon(read)
+                await anyio.sleep(0.01)
+                scope.cancel()
+        # The reader is gone; sessions still run and leaving the block is clean.
+        await sched.send_batch([up("a"), submit("j"), GO])
+    assert sched.core.state.jobs["j"].state.value == "running"
+    # What was decided meanwhile is still there to read.
+    assert "j" in allocations([d async for d in sched.decisions()])
+
+
+async def test_job_without_min_tasks_asks_for_exactly_max_tasks() -> None:
+    from events import JobSubmitted
+    from xce_core import process_events
+
+    out = await process_events(
+        [up("a", 2), up("b", 2), JobSubmitted(job_id="exact", max_tasks=8), GO]
+    )
+    assert allocations(out) == {}
+    out = await process_events(
+        [up("a", 2), up("b", 2), JobSubmitted(job_id="flex", min_tasks=1, max_tasks=8), GO]
+    )
+    assert allocations(out) == {"flex": [("a", 2), ("b", 2)]}

@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 
 from xce_core import SchedulerConfig
+from xce_core.drivers._runtime import tune_gc
 from xce_core.drivers.sim_cluster import default_cluster
 from xce_core.drivers.sim_report import SimResult
 from xce_core.drivers.simulate import simulate
@@ -30,6 +31,7 @@ def replay(jobs: list[SwfJob], header: dict[str, str], strict: bool, every: bool
     async def main() -> SimResult:
         return await simulate(jobs, cluster, config=config, every_instant=every)
 
+    tune_gc()  # as `xce simulate` does
     return anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
 
 

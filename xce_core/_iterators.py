@@ -187,7 +187,9 @@ class HostIterator:
         want = self._want
         pos = self._pos
         end = len(workers)
-        clean = not ctx.slots and not ctx.amounts
+        # Every tentative claim takes at least one slot, so a host absent from
+        # ctx.slots carries none: the committed check above is then the whole check.
+        tentative = ctx.slots
         while pos < end:
             w = workers[pos]
             pos += 1
@@ -196,9 +198,10 @@ class HostIterator:
                     ctx.session.cursors[self._cursor_key] = pos
                 continue
             self._frontier = False
-            if w.index in claimed:
+            index = w.index
+            if index in claimed:
                 continue
-            if clean or ctx.fits(w, bucket, want):
+            if index not in tentative or ctx.fits(w, bucket, want):
                 self._pos = pos
                 return w
         self._pos = pos
@@ -226,18 +229,22 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
     winning plan's claims left in ``ctx``; ``False`` with ``ctx`` as it was.
     Plans that cannot fit (a bucket larger than any host's free slots, more
     buckets than candidates) are skipped without searching: they would fail anyway,
-    so which plan wins does not change. Closes ``plans`` in every case.
+    so which plan wins does not change. So are plans that are not a partition of
+    ``request.tasks`` into positive buckets. Closes ``plans`` in every case.
     """
     candidates = request.candidates
     limit = len(candidates.workers)
     max_free = candidates.max_free
     want = request.want
+    tasks = request.tasks
     first_want = request.first_want
     pacer = ctx.session.pacer
     try:
         async for plan in plans:
             if len(plan) > limit or plan[0] > max_free:
                 continue
+            if sum(plan) != tasks or min(plan) < 1:
+                continue  # not a partition of the task count: a plugin's bug, never a fit
             mark = ctx.mark()
             claimed: set[int] = set()
             hosts: HostIterator | None = None

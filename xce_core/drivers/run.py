@@ -54,6 +54,7 @@ from xce_core.drivers._endpoints import (
     parse_listen_address,
     stderr_line,
 )
+from xce_core.drivers._runtime import tune_gc
 
 __all__ = [
     "EXIT_BAD_EVENT",
@@ -452,6 +453,7 @@ def run_command(
         backend_options["use_uvloop"] = True
     status = EXIT_IO_ERROR
     try:
+        tune_gc()
         status = anyio.run(main, backend="asyncio", backend_options=backend_options)
     except* OSError as group:
         stderr_line(f"xce run: {_first_leaf(group)}")

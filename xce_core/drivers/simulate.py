@@ -77,6 +77,7 @@ from xce_core._core import SchedulerCore
 from xce_core._errors import ResReqSyntaxError, XceError
 from xce_core._registry import default_registry
 from xce_core._resreq_parse import parse_resreq
+from xce_core.drivers._runtime import tune_gc
 from xce_core.drivers.run import unknown_plugin
 from xce_core.drivers.sim_cluster import (
     ClusterSpec,
@@ -295,6 +296,7 @@ def _reject(outcome: JobOutcome, reason: str) -> None:
 
 def _run_async(coro_fn: Callable[[], Any]) -> Any:
     """Run ``coro_fn()`` with anyio, on uvloop when it is importable."""
+    tune_gc()
     options: dict[str, Any] = {}
     try:
         import uvloop  # noqa: F401

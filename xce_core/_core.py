@@ -382,15 +382,11 @@ class SchedulerCore:
             except XceError as exc:  # a bug, not bad input: keep running, say so
                 reason = PendReason("internal_error", str(exc))
             else:
-                slots = sum(s for _, s, _ in ctx.journal)
-                self.scratch.committed(slots)
+                hosts = [HostSlots(host=w.name, slots=n) for w, n in job.allocation]
+                self.scratch.committed(sum(h.slots for h in hosts))
                 stats.allocated += 1
                 self._outbox.append(
-                    JobAllocated(
-                        session=stats.number,
-                        job_id=job.job_id,
-                        hosts=[HostSlots(host=w.name, slots=n) for w, n in job.allocation],
-                    )
+                    JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts)
                 )
                 return True
         else:

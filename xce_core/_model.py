@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xce_core._resreq_types import Primary, ResReq, Value
+from xce_core._resreq_types import ResReq, Value
 
 __all__ = [
     "Job",
@@ -219,19 +219,3 @@ class JobGroup:
 
     def __repr__(self) -> str:
         return f"JobGroup(fp={self.fingerprint}, jobs={len(self.jobs)})"
-
-
-def primaries_of(resreq: ResReq) -> list[Primary]:
-    """Every primary in a requirement tree, in order."""
-    from xce_core._resreq_types import Alternative, Compound
-
-    if isinstance(resreq, Primary):
-        return [resreq]
-    if isinstance(resreq, Compound):
-        return list(resreq.parts)
-    out: list[Primary] = []
-    for option in resreq.options:
-        out.extend(
-            primaries_of(option) if isinstance(option, Alternative | Compound) else [option]
-        )
-    return out

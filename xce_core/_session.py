@@ -12,8 +12,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import anyio.lowlevel
-
 from xce_core._cache import UnsatisfiableCache
 from xce_core._context import PendReason, Reason, Want
 from xce_core._model import Worker
@@ -29,10 +27,10 @@ class Pacer:
     """Makes every iterator step a cancellation point without paying a loop yield
     per step.
 
-    Each step costs a counter increment and a flag test; every ``every`` steps
-    (and at once when the session was cancelled) it awaits a full
-    ``anyio.lowlevel.checkpoint()``, which yields to the loop and delivers any
-    pending cancellation, including one from an enclosing scope.
+    Each step costs a counter increment and a flag test (:meth:`tick`); every
+    ``every`` steps, and at once when the session was cancelled, the caller
+    awaits a full ``anyio.lowlevel.checkpoint()``, which yields to the loop and
+    delivers any pending cancellation, including one from an enclosing scope.
     """
 
     __slots__ = ("count", "every", "interrupt")
@@ -41,13 +39,6 @@ class Pacer:
         self.every = every
         self.count = 0
         self.interrupt = False
-
-    async def step(self) -> None:
-        """One iterator step: cheap, yields to the loop on budget or on cancel."""
-        self.count += 1
-        if self.count >= self.every or self.interrupt:
-            self.count = 0
-            await anyio.lowlevel.checkpoint()
 
     def tick(self) -> bool:
         """Count one step without awaiting; ``True`` means the caller must now

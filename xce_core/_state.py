@@ -14,7 +14,7 @@ from typing import Any
 
 from events import JobSubmitted, QueueConfig, SharedResource, WorkerUp
 from xce_core._errors import XceError
-from xce_core._model import Job, JobGroup, JobState, Queue, Worker, primaries_of
+from xce_core._model import Job, JobGroup, JobState, Queue, Worker
 from xce_core._resreq_types import Alternative, Compound, Primary, ResReq
 
 __all__ = ["ClusterState", "EventInconsistent", "task_total"]
@@ -354,9 +354,4 @@ def _job_key(job: Job) -> tuple[Any, ...]:
     return job.key
 
 
-def primary_fingerprint_fields(job: Job, primary: Primary, tasks: int) -> tuple[Any, ...]:
-    """What decides a primary's satisfiability, plus the job's identity fields."""
-    return ("primary", str(primary), tasks, job.user, job.queue, job.project)
-
-
-__all__ += ["part_counts", "primaries_of", "primary_fingerprint_fields"]
+__all__ += ["part_counts"]

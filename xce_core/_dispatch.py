@@ -69,6 +69,8 @@ class Dispatcher:
         ``False``: ``ctx`` holds no claim and ``ctx.reason`` says why."""
         job = ctx.job
         resreq = job.resreq
+        if isinstance(resreq, Primary):  # the common case: nothing to roll back
+            return await self._primary(resreq, job.min_tasks, job.max_tasks, ctx)
         options = resreq.options if isinstance(resreq, Alternative) else (resreq,)
         first_reason: PendReason | None = None
         for option in options:

@@ -96,6 +96,7 @@ class SessionScratch:
     _free_workers: list[Worker] = field(default_factory=list)
     _usable_count: int = 0
     _free_total: int = 0
+    _total_slots: int = 0
     _max_free: int = 0
 
     def begin(self, number: int) -> None:
@@ -122,6 +123,7 @@ class SessionScratch:
         frees = [w.slots - w.used_slots for w in self._free_workers]
         self._free_total = sum(frees)
         self._max_free = max(frees, default=0)
+        self._total_slots = sum(w.slots for w in usable)
         self._measured = True
 
     @property
@@ -243,9 +245,16 @@ class SessionScratch:
 
     def cluster_full(self, tasks: int) -> PendReason:
         """The reason when the whole cluster has fewer free slots than ``tasks``."""
+        free = max(self.free_total, 0)
+        if tasks > self._total_slots:
+            # Never satisfiable as the cluster stands: say so, it is what to act on.
+            return PendReason(
+                Reason.NOT_ENOUGH_SLOTS,
+                f"{tasks} tasks wanted, more than the {self._total_slots} slots of all "
+                f"usable hosts together ({free} free)",
+            )
         return PendReason(
-            Reason.NOT_ENOUGH_SLOTS,
-            f"{tasks} tasks wanted, {max(self.free_total, 0)} slots free in the cluster",
+            Reason.NOT_ENOUGH_SLOTS, f"{tasks} tasks wanted, {free} slots free in the cluster"
         )
 
     def explain_without_candidates(self, select: SelectExpr | None, tasks: int) -> PendReason:

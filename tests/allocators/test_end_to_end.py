@@ -220,3 +220,10 @@ async def test_rusage_per_job_goes_on_the_first_host_only() -> None:
     assert allocations(out) == {"j": [("a", 1), ("b", 1)]}
     assert core.state.by_name["a"].used == {"mem": 60.0}
     assert core.state.by_name["b"].used == {}
+
+
+async def test_job_larger_than_the_cluster_says_so() -> None:
+    out = await process_events([up("a", 2), up("b", 2), submit("huge", tasks=9), GO])
+    p = pends(out)["huge"]
+    assert p.reason == "not_enough_slots"
+    assert "more than the 4 slots of all usable hosts" in p.detail

@@ -17,4 +17,4 @@ class SeqJobAllocator(Allocator):
     name = "seqjob"
 
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
-        return PlanStream(ctx, iter([(request.tasks,)]))
+        return PlanStream(ctx, iter(((request.tasks,),)))

@@ -85,9 +85,6 @@ class SchedContext:
     amounts: dict[tuple[int, str], float] = field(default_factory=dict)
     shared: dict[str, float] = field(default_factory=dict)
     reason: PendReason | None = None
-    # Set by the dispatcher: whether the current primary started from committed state
-    # (only then may its failure be cached for other jobs).
-    clean_start: bool = True
 
     def free_slots(self, worker: Worker) -> int:
         """Slots free on ``worker`` after this attempt's tentative claims."""

@@ -66,11 +66,19 @@ class Dispatcher:
 
     async def allocate(self, ctx: SchedContext) -> bool:
         """Try the job's whole requirement. ``True``: claims are in ``ctx``;
-        ``False``: ``ctx`` holds no claim and ``ctx.reason`` says why."""
+        ``False``: ``ctx`` holds no claim and ``ctx.reason`` says why. The caller
+        owns the cache entry of the job's fingerprint (lookup before, insert on
+        failure); entries of compound parts and options are handled here."""
         job = ctx.job
         resreq = job.resreq
-        if isinstance(resreq, Primary):  # the common case: nothing to roll back
-            return await self._primary(resreq, job.min_tasks, job.max_tasks, ctx)
+        if isinstance(resreq, Primary):
+            # The common case: nothing to roll back, and the job's own fingerprint
+            # (which is this primary's) is looked up and filled by the caller.
+            reason = await self._try_primary(resreq, job.min_tasks, job.max_tasks, ctx)
+            if reason is None:
+                return True
+            ctx.reason = reason
+            return False
         options = resreq.options if isinstance(resreq, Alternative) else (resreq,)
         first_reason: PendReason | None = None
         for option in options:
@@ -116,7 +124,8 @@ class Dispatcher:
         self, primary: Primary, lo: int, hi: int, ctx: SchedContext
     ) -> PendReason | None:
         session = ctx.session
-        if session.free_total < lo:
+        free_total = session.free_total
+        if free_total < lo:
             # Busy cluster: nothing can start, and saying why needs no host list.
             return session.explain_without_candidates(primary.select, lo)
         prepared = session.memo.get(id(primary))
@@ -127,9 +136,8 @@ class Dispatcher:
         reason: PendReason | None = None
         for usage in prepared.options:
             want = usage.want
-            top = min(hi, session.free_total)
-            for n in range(top, lo - 1, -1):
-                shared = usage.shared(n)
+            for n in range(min(hi, free_total), lo - 1, -1):
+                shared = usage.shared_fixed if not usage.shared_per_task else usage.shared(n)
                 if shared:
                     short = _shared_shortfall(shared, ctx)
                     if short:

@@ -112,10 +112,24 @@ class PlanStream:
 
     async def aclose(self) -> None:
         """Release the generator. Idempotent."""
+        self.close()
+
+    def close(self) -> None:
+        """Synchronous :meth:`aclose` (nothing here needs to wait)."""
         gen, self._gen = self._gen, None
         close = getattr(gen, "close", None)
         if close is not None:
             close()
+
+    def next_plan(self) -> Plan | None:
+        """The next plan, or ``None`` when exhausted; no cancellation point (the
+        bucket loop pairs it with its own :class:`Pacer` tick)."""
+        if self._gen is None:
+            return None
+        plan = next(self._gen, None)
+        if plan is None:
+            self._gen = None
+        return plan
 
 
 @final
@@ -239,8 +253,22 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
     tasks = request.tasks
     first_want = request.first_want
     pacer = ctx.session.pacer
+    # The core's own PlanStream is walked synchronously, with the same budgeted
+    # checkpoints; any other plan iterator is awaited step by step.
+    stream = plans if isinstance(plans, PlanStream) else None
     try:
-        async for plan in plans:
+        while True:
+            if stream is not None:
+                if pacer.tick():
+                    await anyio.lowlevel.checkpoint()
+                plan = stream.next_plan()
+                if plan is None:
+                    break
+            else:
+                try:
+                    plan = await plans.__anext__()
+                except StopAsyncIteration:
+                    break
             if len(plan) > limit or plan[0] > max_free:
                 continue
             if len(plan) == 1:
@@ -279,7 +307,10 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
                 return True
             ctx.rollback_to(mark)
     finally:
-        await plans.aclose()
+        if stream is not None:
+            stream.close()
+        else:
+            await plans.aclose()
     return False
 
 

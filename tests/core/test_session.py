@@ -281,3 +281,29 @@ async def test_jobs_of_one_shape_pend_together_and_report_once(cache: bool) -> N
     assert all(p.reason == "no_matching_host" for p in pended)
     assert [p.cached for p in pended].count(False) == (1 if cache else 50)
     assert [(e.pended, e.allocated) for e in ends(out)] == [(50, 0), (50, 0)]
+
+
+async def test_cancel_during_real_allocation_leaves_only_whole_allocations() -> None:
+    from tests.core.test_invariants import check_invariants
+
+    core = SchedulerCore(SchedulerConfig(yield_every=1))
+    events = [up(f"h{i}", 1) for i in range(64)]
+    events += [submit(f"j{i}", tasks=1 + i % 7) for i in range(200)]
+    await process_events(events, core=core)
+    ticks = 0
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(core.run_session)
+        while ticks < 40:  # let it get into the bucket loops, then cancel
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+        core.cancel_session()
+    end = core.take_decisions()[-1]
+    assert isinstance(end, SessionEnd)
+    assert end.allocated > 0
+    assert end.allocated + end.pended < 200  # stopped before covering every job
+    check_invariants(core)
+    assert core.state.running_count == end.allocated
+    assert sum(w.used_slots for w in core.state.live_workers()) == sum(
+        sum(n for _, n in j.allocation) for j in core.state.jobs.values() if j.allocation
+    )

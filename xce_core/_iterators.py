@@ -9,7 +9,7 @@ fresh :class:`HostIterator` each, and rolls a failed plan back exactly.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Container, Iterator
+from collections.abc import AsyncIterator, Awaitable, Container, Iterator
 from typing import ClassVar, Protocol, final
 
 import anyio.lowlevel
@@ -328,6 +328,7 @@ class Allocator(ABC):
         """Plans for ``request.tasks`` tasks, most preferred first. Lazy: one plan
         per step, each step a cancellation point; stays exhausted; closable."""
 
-    async def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> bool:
-        """Place ``request`` with tentative claims in ``ctx``; ``False`` if no plan fits."""
-        return await allocate_plans(ctx, request, self.plans(request, ctx))
+    def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> Awaitable[bool]:
+        """Place ``request`` with tentative claims in ``ctx``; resolves to ``False``
+        if no plan fits. Overrides may simply be ``async def``."""
+        return allocate_plans(ctx, request, self.plans(request, ctx))

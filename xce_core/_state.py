@@ -63,6 +63,8 @@ class ClusterState:
         self.running_count = 0
         self._fingerprints: dict[tuple[Any, ...], int] = {}
         self._seq = 0
+        # Group ids only break ties in the picker's heap: never reuse one.
+        self._groups_made = 0
 
     # ------------------------------------------------------------------ queries
 
@@ -148,35 +150,20 @@ class ClusterState:
     def job_submitted(self, ev: JobSubmitted, resreq: ResReq, canonical: str | None = None) -> Job:
         """Add a pending job (``resreq`` already parsed and validated; ``canonical``
         is ``str(resreq)`` when the caller has it at hand)."""
-        if ev.job_id in self.jobs:
-            raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
-        self._seq += 1
-        job = Job(
-            job_id=ev.job_id,
-            user=ev.user,
-            queue=ev.queue,
-            project=ev.project,
-            priority=ev.priority,
-            submit_time=ev.submit_time,
-            min_tasks=ev.task_range[0],
-            max_tasks=ev.max_tasks,
-            resreq_text=ev.resreq,
-            resreq=resreq,
-            seq=self._seq,
-        )
+        job = self._new_job(ev, resreq, JobState.PENDING)
         job.fingerprint = self.fingerprint(
             canonical if canonical is not None else str(resreq),
-            ev.task_range[0],
-            ev.max_tasks,
+            job.min_tasks,
+            job.max_tasks,
             ev.user,
             ev.queue,
             ev.project,
         )
         job.key = self.order_key(job, self.queue(ev.queue))
-        self.jobs[ev.job_id] = job
         group = self.groups.get(job.fingerprint)
         if group is None:
-            group = self.groups[job.fingerprint] = JobGroup(job.fingerprint, len(self.groups))
+            self._groups_made += 1
+            group = self.groups[job.fingerprint] = JobGroup(job.fingerprint, self._groups_made)
         job.group = group
         if not group.jobs or group.jobs[-1].key <= job.key:
             group.jobs.append(job)
@@ -188,10 +175,13 @@ class ClusterState:
 
     def job_rejected(self, ev: JobSubmitted) -> None:
         """Remember a job that was refused, so its id cannot be reused silently."""
+        self._new_job(ev, Primary(), JobState.REJECTED)
+
+    def _new_job(self, ev: JobSubmitted, resreq: ResReq, state: JobState) -> Job:
         if ev.job_id in self.jobs:
             raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
         self._seq += 1
-        self.jobs[ev.job_id] = Job(
+        job = self.jobs[ev.job_id] = Job(
             job_id=ev.job_id,
             user=ev.user,
             queue=ev.queue,
@@ -201,10 +191,11 @@ class ClusterState:
             min_tasks=ev.task_range[0],
             max_tasks=ev.max_tasks,
             resreq_text=ev.resreq,
-            resreq=Primary(),
+            resreq=resreq,
             seq=self._seq,
-            state=JobState.REJECTED,
+            state=state,
         )
+        return job
 
     def fingerprint(self, *fields: Any) -> int:
         """Intern a satisfiability key as a small int (O(1) cache lookups later)."""

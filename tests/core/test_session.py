@@ -307,3 +307,23 @@ async def test_cancel_during_real_allocation_leaves_only_whole_allocations() -> 
     assert sum(w.used_slots for w in core.state.live_workers()) == sum(
         sum(n for _, n in j.allocation) for j in core.state.jobs.values() if j.allocation
     )
+
+
+class ConstantPicker(Picker):
+    """A careless plugin: every job has the same key."""
+
+    name = "constant"
+
+    def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
+        return (0,)
+
+
+async def test_picker_with_ties_still_schedules_every_group() -> None:
+    core = SchedulerCore(
+        SchedulerConfig(picker="constant"), registry=registry_with(pickers=(ConstantPicker(),))
+    )
+    events = [up("a", 8)] + [
+        submit(f"j{i}", f"rusage[mem={i}]" if i % 2 else "") for i in range(6)
+    ]
+    out = await process_events([*events, up("a", 8, {"mem": 100}), GO], core=core)
+    assert len(allocations(out)) == 6

@@ -352,7 +352,10 @@ class SchedulerCore:
         """Decide every job of a batch, in order. ``False``: strict FIFO stopped."""
         if stats.stopped_by_fifo:
             return False
-        cache = self.scratch.cache
+        scratch = self.scratch
+        state = self.state
+        cache = scratch.cache
+        allocate = self._dispatcher.allocate
         pending = JobState.PENDING
         for item in batch:
             if isinstance(item, JobGroup):
@@ -366,34 +369,32 @@ class SchedulerCore:
                 stats.cache_hits += 1
                 self._pend(job, hit, stats, cached=True)
                 continue
-            if await self._attempt(job, stats):
-                continue
+            stats.attempts += 1
+            ctx = SchedContext(state, scratch, job)
+            if await allocate(ctx):
+                if self._start(job, ctx, stats):
+                    continue
+            else:
+                reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
+                cache.insert(job.fingerprint, reason)
+                self._pend(job, reason, stats, cached=False)
             if self.config.strict_fifo:
                 stats.stopped_by_fifo = True
                 return False
         return True
 
-    async def _attempt(self, job: Job, stats: SessionStats) -> bool:
-        stats.attempts += 1
-        ctx = SchedContext(self.state, self.scratch, job)
-        if await self._dispatcher.allocate(ctx):
-            try:
-                self.state.commit(job, ctx.journal, ctx.shared)
-            except XceError as exc:  # a bug, not bad input: keep running, say so
-                reason = PendReason("internal_error", str(exc))
-            else:
-                hosts = [HostSlots(host=w.name, slots=n) for w, n in job.allocation]
-                self.scratch.committed(sum(h.slots for h in hosts))
-                stats.allocated += 1
-                self._outbox.append(
-                    JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts)
-                )
-                return True
-        else:
-            reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
-            self.scratch.cache.insert(job.fingerprint, reason)
-        self._pend(job, reason, stats, cached=False)
-        return False
+    def _start(self, job: Job, ctx: SchedContext, stats: SessionStats) -> bool:
+        """Commit a successful attempt (one synchronous step) and report it."""
+        try:
+            self.state.commit(job, ctx.journal, ctx.shared)
+        except XceError as exc:  # a bug, not bad input: keep running, say so
+            self._pend(job, PendReason("internal_error", str(exc)), stats, cached=False)
+            return False
+        hosts = [HostSlots(host=w.name, slots=n) for w, n in job.allocation]
+        self.scratch.committed(sum(h.slots for h in hosts))
+        stats.allocated += 1
+        self._outbox.append(JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts))
+        return True
 
     def _pend(self, job: Job, reason: PendReason, stats: SessionStats, *, cached: bool) -> None:
         stats.pended += 1

@@ -53,7 +53,6 @@ class Reason:
     RESOURCE_UNAVAILABLE = "resource_unavailable"
     SHARED_RESOURCE_UNAVAILABLE = "shared_resource_unavailable"
     NO_WORKERS = "no_workers"
-    BLOCKED_BY_FIFO = "blocked_by_fifo"
 
 
 @dataclass(slots=True)

@@ -153,17 +153,14 @@ class HostIterator:
         candidates: CandidateSet,
         bucket: int,
         want: Want,
-        *,
-        start: int = 0,
     ) -> None:
         self._ctx = ctx
         self._workers = candidates.workers
         self._bucket = bucket
         self._want = want
         self._cursor_key = (candidates.key, bucket, want)
-        cursor = ctx.session.cursors.get(self._cursor_key, 0)
-        self._pos = max(cursor, start)
-        self._frontier = start <= cursor
+        self._pos = ctx.session.cursors.get(self._cursor_key, 0)
+        self._frontier = True
 
     @property
     def want(self) -> Want:
@@ -174,11 +171,6 @@ class HostIterator:
     def bucket(self) -> int:
         """The bucket size this iterator serves."""
         return self._bucket
-
-    @property
-    def position(self) -> int:
-        """Index (in candidate order) just past the host returned last."""
-        return self._pos
 
     def __aiter__(self) -> HostIterator:
         return self

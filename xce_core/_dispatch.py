@@ -15,6 +15,7 @@ from xce_core._iterators import PrimaryRequest
 from xce_core._model import Job
 from xce_core._registry import Registry
 from xce_core._resreq_types import Alternative, Compound, Primary, ResReq, RusageTerm
+from xce_core._session import CandidateSet
 from xce_core._state import ClusterState, part_counts
 
 __all__ = ["Dispatcher", "primary_fingerprints"]
@@ -124,14 +125,22 @@ class Dispatcher:
         self, primary: Primary, lo: int, hi: int, ctx: SchedContext
     ) -> PendReason | None:
         session = ctx.session
-        free_total = session.free_total
-        if free_total < lo:
-            # Busy cluster: nothing can start, and saying why needs no host list.
-            return session.explain_without_candidates(primary.select, lo)
         prepared = session.memo.get(id(primary))
         if prepared is None:
             prepared = session.memo[id(primary)] = _Prepared(primary, ctx)
         assert isinstance(prepared, _Prepared)
+        free_total = session.free_total
+        if free_total < lo:
+            # Busy cluster: nothing can start, and saying why needs no host list.
+            # A licence that is gone as well is the more specific answer.
+            for usage in prepared.options:
+                short = _shared_shortfall(usage.shared(lo), ctx)
+                if not short:
+                    break
+            else:
+                if short:
+                    return PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
+            return session.explain_without_candidates(primary.select, lo)
         allocator = self._par if hi > 1 else self._seq
         reason: PendReason | None = None
         for usage in prepared.options:
@@ -156,17 +165,27 @@ class Dispatcher:
 
 
 class _Prepared:
-    """What a primary needs each attempt, worked out once per session."""
+    """What a primary needs each attempt, worked out once per session. The host
+    lists are built on first use: a busy cluster often never needs them."""
 
-    __slots__ = ("candidates", "groups", "options")
+    __slots__ = ("_groups", "_primary", "_session", "options")
 
     def __init__(self, primary: Primary, ctx: SchedContext) -> None:
-        session = ctx.session
-        self.candidates = session.candidates(primary)
-        self.groups = (
-            session.same_groups(primary, self.candidates) if primary.same else [self.candidates]
-        )
+        self._primary = primary
+        self._session = ctx.session
+        self._groups: list[CandidateSet] | None = None
         self.options = [_Usage(terms, ctx.state) for terms in primary.rusage or ((),)]
+
+    @property
+    def candidates(self) -> CandidateSet:
+        return self._session.candidates(self._primary)
+
+    @property
+    def groups(self) -> list[CandidateSet]:
+        if self._groups is None:
+            primary, cset = self._primary, self.candidates
+            self._groups = self._session.same_groups(primary, cset) if primary.same else [cset]
+        return self._groups
 
 
 class _Usage:

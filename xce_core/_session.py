@@ -250,11 +250,11 @@ class SessionScratch:
             # Never satisfiable as the cluster stands: say so, it is what to act on.
             return PendReason(
                 Reason.NOT_ENOUGH_SLOTS,
-                f"{tasks} tasks wanted, more than the {self._total_slots} slots of all "
+                f"{_tasks(tasks)} wanted, more than the {self._total_slots} slots of all "
                 f"usable hosts together ({free} free)",
             )
         return PendReason(
-            Reason.NOT_ENOUGH_SLOTS, f"{tasks} tasks wanted, {free} slots free in the cluster"
+            Reason.NOT_ENOUGH_SLOTS, f"{_tasks(tasks)} wanted, {free} slots free in the cluster"
         )
 
     def explain_without_candidates(self, select: SelectExpr | None, tasks: int) -> PendReason:
@@ -342,6 +342,10 @@ class SessionScratch:
 
 def _hosts(n: int) -> str:
     return f"{n} host" if n == 1 else f"{n} hosts"
+
+
+def _tasks(n: int) -> str:
+    return f"{n} task" if n == 1 else f"{n} tasks"
 
 
 def _sorted(workers: list[Worker], order: tuple[OrderKey, ...]) -> list[Worker]:

@@ -227,3 +227,20 @@ async def test_job_larger_than_the_cluster_says_so() -> None:
     p = pends(out)["huge"]
     assert p.reason == "not_enough_slots"
     assert "more than the 4 slots of all usable hosts" in p.detail
+
+
+async def test_exhausted_licence_is_named_even_on_a_full_cluster() -> None:
+    out = await process_events(
+        [
+            up("a", 1),
+            SharedResource(name="lic", total=1),
+            submit("l1", "rusage[lic=1]"),
+            submit("l2", "rusage[lic=1]"),
+            submit("plain"),
+            GO,
+        ]
+    )
+    assert allocations(out) == {"l1": [("a", 1)]}
+    assert pends(out)["l2"].reason == "shared_resource_unavailable"
+    assert pends(out)["plain"].reason == "not_enough_slots"
+    assert pends(out)["plain"].detail == "1 task wanted, 0 slots free in the cluster"

@@ -9,7 +9,7 @@ When you would want it: tasks that are I/O-heavy (local scratch disk, network
 interface, memory bandwidth) rather than CPU-bound run faster one or two per
 host than eight to a host, and a job spread thin also loses less when one host
 dies. The cost is fragmentation: every host ends up partly used, so wide
-``span[hosts=1]`` jobs may wait longer. Use it as a queue's or a cluster's
+``span[hosts=1]`` jobs may wait longer. Use it as the scheduler's
 ``parallel_allocator``; leave one-task jobs to ``seqjob``.
 
 ``span[hosts=1]`` and ``span[ptile=P]`` fix the shape, so they get exactly the

@@ -133,20 +133,16 @@ class Dispatcher:
         if free_total < lo:
             # Busy cluster: nothing can start, and saying why needs no host list.
             # A licence that is gone as well is the more specific answer.
-            for usage in prepared.options:
-                short = _shared_shortfall(usage.shared(lo), ctx)
-                if not short:
-                    break
-            else:
-                if short:
-                    return PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
+            shortfalls = [_shared_shortfall(u.shared(lo), ctx) for u in prepared.options]
+            if all(shortfalls):
+                return PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, shortfalls[0])
             return session.explain_without_candidates(primary.select, lo)
         allocator = self._par if hi > 1 else self._seq
         reason: PendReason | None = None
         for usage in prepared.options:
             want = usage.want
             for n in range(min(hi, free_total), lo - 1, -1):
-                shared = usage.shared_fixed if not usage.shared_per_task else usage.shared(n)
+                shared = usage.shared(n)
                 if shared:
                     short = _shared_shortfall(shared, ctx)
                     if short:

@@ -354,15 +354,19 @@ def _sorted(workers: list[Worker], order: tuple[OrderKey, ...]) -> list[Worker]:
     indices, lower is better); ``-`` reverses. Hosts lacking a value go last;
     ties keep canonical order."""
     result = list(workers)
+    # Successive stable sorts, last key first, give the lexicographic order.
     for key in reversed(order):
-        present = [w for w in result if isinstance(w.values.get(key.name), int | float)]
-        missing = [w for w in result if not isinstance(w.values.get(key.name), int | float)]
-        descending = _bigger_is_better(key.name, present) != key.reverse
-        present.sort(key=lambda w: float(w.values.get(key.name) or 0.0), reverse=descending)
-        if descending:
-            # sort(reverse=True) keeps ties stable in Python; nothing more to do.
-            pass
-        result = present + missing
+        present: list[tuple[float, Worker]] = []
+        missing: list[Worker] = []
+        for w in result:
+            value = w.values.get(key.name)
+            if isinstance(value, int | float):
+                present.append((float(value), w))
+            else:
+                missing.append(w)
+        descending = _bigger_is_better(key.name, [w for _, w in present]) != key.reverse
+        present.sort(key=lambda pair: pair[0], reverse=descending)  # stable either way
+        result = [w for _, w in present] + missing
     return result
 
 

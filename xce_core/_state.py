@@ -254,33 +254,6 @@ class ClusterState:
         job.state = JobState.DONE
         self.running_count -= 1
 
-    def _commit_one(
-        self, job: Job, claims: list[tuple[Worker, int, tuple[tuple[str, float], ...]]]
-    ) -> None:
-        """:meth:`commit` for the common one-host, no-licence case."""
-        worker, slots, rusage = claims[0]
-        if not worker.usable or self.by_name.get(worker.name) is not worker:
-            raise XceError(f"cannot start {job.job_id!r}: worker {worker.name} is gone")
-        if slots > worker.slots - worker.used_slots:
-            raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks slots")
-        for name, amount in rusage:
-            free = worker.available(name)
-            if free is None or amount > free + 1e-9:
-                raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks {name}")
-        worker.used_slots += slots
-        worker.jobs.add(job.job_id)
-        used = worker.used
-        for name, amount in rusage:
-            used[name] = used.get(name, 0.0) + amount
-        job.allocation = [(worker, slots)]
-        job.claims = claims
-        job.state = JobState.RUNNING
-        job.last_reason = None
-        self.pending_count -= 1
-        self.running_count += 1
-        if job.group is not None:
-            job.group.dirty = True
-
     def commit(
         self,
         job: Job,
@@ -293,9 +266,6 @@ class ClusterState:
         """
         if job.state is not JobState.PENDING:
             raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
-        if len(claims) == 1 and not shared:
-            self._commit_one(job, claims)
-            return
         merged: dict[Worker, int] = {}
         need_res: dict[tuple[Worker, str], float] | None = None
         for worker, slots, rusage in claims:

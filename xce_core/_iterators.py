@@ -263,17 +263,6 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
                     break
             if len(plan) > limit or plan[0] > max_free:
                 continue
-            if len(plan) == 1:
-                # One bucket (every sequential job): nothing to roll back on failure.
-                if plan[0] != tasks or tasks < 1:
-                    continue
-                if pacer.tick():
-                    await anyio.lowlevel.checkpoint()
-                found = HostIterator(ctx, candidates, tasks, first_want).next_host()
-                if found is not None:
-                    ctx.claim(found, tasks, first_want)
-                    return True
-                continue
             if sum(plan) != tasks or min(plan) < 1:
                 continue  # not a partition of the task count: a plugin's bug, never a fit
             mark = ctx.mark()

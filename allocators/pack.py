@@ -36,6 +36,7 @@ class PackAllocator(Allocator):
 def task_capacity(ctx: SchedContext, request: PrimaryRequest) -> list[int]:
     """How many of the request's tasks each candidate host could take now, largest first."""
     caps = []
+    amounts = ctx.amounts
     for w in request.candidates.workers:
         cap = ctx.free_slots(w)
         for name, per_task, per_host in request.want:
@@ -43,7 +44,7 @@ def task_capacity(ctx: SchedContext, request: PrimaryRequest) -> list[int]:
             if free is None:
                 cap = 0
                 break
-            free -= ctx.amounts.get((w.index, name), 0.0) + per_host
+            free -= amounts.get((w.index, name), 0.0) + per_host
             if free < -1e-9:
                 cap = 0
             elif per_task > 0:

@@ -8,7 +8,7 @@ so nothing it tried can leak into the state.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from xce_core._model import Job, Worker
@@ -31,7 +31,7 @@ Need = tuple[tuple[str, float], ...]
 
 def need(want: Want, slots: int) -> Need:
     """What a bucket of ``slots`` tasks takes on its host, per consumable."""
-    return tuple((name, per_task * slots + per_host) for name, per_task, per_host in want)
+    return tuple([(name, per_task * slots + per_host) for name, per_task, per_host in want])
 
 
 _NO_SHARED: dict[str, float] = {}
@@ -67,23 +67,58 @@ class PendReason:
     detail: str = ""
 
 
-@dataclass(slots=True, eq=False)
 class SchedContext:
     """Tentative claims of one job's allocation attempt.
 
-    ``journal`` records every tentative claim in order so that :meth:`rollback_to`
-    can undo a failed plan or compound part exactly.
+    ``journal`` records every tentative claim in order, as (worker, slots, need)
+    triples, so that :meth:`rollback_to` can undo a failed plan or compound part
+    exactly. ``slots`` sums the journal's slots per worker index; amounts of
+    consumables are worked out from the journal when a host is claimed twice
+    (rare: compound parts), so a plain claim stays cheap.
     """
 
-    state: ClusterState
-    session: SessionScratch
-    job: Job
-    mode: AllocMode = AllocMode.NORMAL
-    journal: list[tuple[Worker, int, Need]] = field(default_factory=list)
-    slots: dict[int, int] = field(default_factory=dict)
-    amounts: dict[tuple[int, str], float] = field(default_factory=dict)
-    shared: dict[str, float] = field(default_factory=dict)
-    reason: PendReason | None = None
+    __slots__ = ("job", "journal", "mode", "reason", "session", "shared", "slots", "state")
+
+    def __init__(
+        self,
+        state: ClusterState,
+        session: SessionScratch,
+        job: Job,
+        mode: AllocMode = AllocMode.NORMAL,
+    ) -> None:
+        self.state = state
+        self.session = session
+        self.job = job
+        self.mode = mode
+        self.journal: list[tuple[Worker, int, Need]] = []
+        self.slots: dict[int, int] = {}
+        self.shared: dict[str, float] = {}
+        self.reason: PendReason | None = None
+
+    def __repr__(self) -> str:
+        return f"SchedContext(job={self.job.job_id!r}, journal={self.journal!r})"
+
+    @property
+    def amounts(self) -> dict[tuple[int, str], float]:
+        """Tentatively claimed consumables, by (worker index, name)."""
+        out: dict[tuple[int, str], float] = {}
+        for worker, _, scaled in self.journal:
+            for name, amount in scaled:
+                key = (worker.index, name)
+                out[key] = out.get(key, 0.0) + amount
+        return out
+
+    def tentative(self, worker: Worker, name: str) -> float:
+        """How much of ``name`` this attempt has tentatively claimed on ``worker``."""
+        if worker.index not in self.slots:
+            return 0.0
+        total = 0.0
+        for w, _, scaled in self.journal:
+            if w is worker:
+                for n, amount in scaled:
+                    if n == name:
+                        total += amount
+        return total
 
     def free_slots(self, worker: Worker) -> int:
         """Slots free on ``worker`` after this attempt's tentative claims."""
@@ -100,8 +135,7 @@ class SchedContext:
             free = worker.available(name)
             if free is None:
                 return False
-            if self.amounts:
-                free -= self.amounts.get((worker.index, name), 0.0)
+            free -= self.tentative(worker, name)
             if per_task * slots + per_host > free + 1e-9:
                 return False
         return True
@@ -110,15 +144,9 @@ class SchedContext:
         """Tentatively take a bucket of ``slots`` tasks (and what ``want`` says it
         takes) on ``worker``."""
         index = worker.index
-        self.slots[index] = self.slots.get(index, 0) + slots
-        if not want:
-            self.journal.append((worker, slots, ()))
-            return
-        scaled = need(want, slots)
-        self.journal.append((worker, slots, scaled))
-        for name, amount in scaled:
-            key = (worker.index, name)
-            self.amounts[key] = self.amounts.get(key, 0.0) + amount
+        tentative = self.slots
+        tentative[index] = tentative.get(index, 0) + slots
+        self.journal.append((worker, slots, need(want, slots) if want else ()))
 
     def mark(self) -> tuple[int, dict[str, float]]:
         """A point to roll back to (host claims and shared claims)."""
@@ -129,20 +157,15 @@ class SchedContext:
         depth, shared = mark
         if shared or self.shared:
             self.shared = dict(shared)
-        while len(self.journal) > depth:
-            worker, slots, scaled = self.journal.pop()
-            left = self.slots[worker.index] - slots
+        journal = self.journal
+        tentative = self.slots
+        while len(journal) > depth:
+            worker, slots, _ = journal.pop()
+            left = tentative[worker.index] - slots
             if left:
-                self.slots[worker.index] = left
+                tentative[worker.index] = left
             else:
-                del self.slots[worker.index]
-            for name, amount in scaled:
-                key = (worker.index, name)
-                rest = self.amounts[key] - amount
-                if rest > 1e-9:
-                    self.amounts[key] = rest
-                else:
-                    del self.amounts[key]
+                del tentative[worker.index]
 
     def claim_shared(self, want: dict[str, float]) -> None:
         """Tentatively take per-job shared resources."""

@@ -390,8 +390,14 @@ class SchedulerCore:
         except XceError as exc:  # a bug, not bad input: keep running, say so
             self._pend(job, PendReason("internal_error", str(exc)), stats, cached=False)
             return False
-        hosts = [HostSlots(host=w.name, slots=n) for w, n in job.allocation]
-        self.scratch.committed(sum(h.slots for h in hosts))
+        allocation = job.allocation
+        if len(allocation) == 1:
+            worker, slots = allocation[0]
+            hosts = [HostSlots(host=worker.name, slots=slots)]
+        else:
+            hosts = [HostSlots(host=w.name, slots=n) for w, n in allocation]
+            slots = sum(n for _, n in allocation)
+        self.scratch.committed(slots)
         stats.allocated += 1
         self._outbox.append(JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts))
         return True

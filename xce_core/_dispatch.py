@@ -140,16 +140,18 @@ class Dispatcher:
         allocator = self._par if hi > 1 else self._seq
         reason: PendReason | None = None
         for usage in prepared.options:
-            want = usage.want
             for n in range(min(hi, free_total), lo - 1, -1):
-                shared = usage.shared(n)
-                if shared:
+                shared: dict[str, float] | None = None
+                if usage.has_shared:
+                    shared = usage.shared(n)
                     short = _shared_shortfall(shared, ctx)
                     if short:
                         reason = reason or PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
                         continue
-                for group in prepared.groups:
-                    request = PrimaryRequest(primary, n, want, group, usage.first_want)
+                requests = usage.requests.get(n)
+                if requests is None:
+                    requests = usage.requests[n] = prepared.requests(usage, n)
+                for request in requests:
                     if await allocator.allocate(request, ctx):
                         if shared:
                             ctx.claim_shared(shared)
@@ -183,6 +185,15 @@ class _Prepared:
             self._groups = self._session.same_groups(primary, cset) if primary.same else [cset]
         return self._groups
 
+    def requests(self, usage: _Usage, tasks: int) -> list[PrimaryRequest]:
+        """What allocators are asked for ``tasks`` tasks under ``usage``: one
+        request per ``same[]`` group (read-only, so shared by every job)."""
+        primary = self._primary
+        return [
+            PrimaryRequest(primary, tasks, usage.want, group, usage.first_want)
+            for group in self.groups
+        ]
+
 
 class _Usage:
     """One rusage alternative, split by where and how often each amount is taken.
@@ -193,13 +204,15 @@ class _Usage:
     (``/task``).
     """
 
-    __slots__ = ("first_want", "shared_fixed", "shared_per_task", "want")
+    __slots__ = ("first_want", "has_shared", "requests", "shared_fixed", "shared_per_task", "want")
 
     def __init__(self, terms: tuple[RusageTerm, ...], state: ClusterState) -> None:
         host: dict[str, list[float]] = {}
         job: dict[str, float] = {}
         self.shared_fixed: dict[str, float] = {}
         self.shared_per_task: dict[str, float] = {}
+        # Requests by task count, filled by _Prepared.requests on first use.
+        self.requests: dict[int, list[PrimaryRequest]] = {}
         for term in terms:
             if term.amount <= 0:
                 continue
@@ -220,6 +233,7 @@ class _Usage:
             self.first_want: Want = tuple((n, t, h) for n, (t, h) in sorted(merged.items()))
         else:
             self.first_want = self.want
+        self.has_shared = bool(self.shared_fixed or self.shared_per_task)
 
     def shared(self, tasks: int) -> dict[str, float]:
         """Shared amounts for a job of ``tasks`` tasks."""

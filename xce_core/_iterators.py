@@ -219,9 +219,15 @@ class HostIterator:
 
 
 def _committed_fits(w: Worker, bucket: int, want: Want) -> bool:
+    # Worker.available() inlined: this runs once per host a scan visits.
+    resources = w.resources
+    used = w.used
     for name, per_task, per_host in want:
-        free = w.available(name)
-        if free is None or per_task * bucket + per_host > free + 1e-9:
+        total = resources.get(name)
+        if total is None:
+            return False
+        free = total - used.get(name, 0.0)
+        if per_task * bucket + per_host > (free if free > 0.0 else 0.0) + 1e-9:
             return False
     return True
 
@@ -261,6 +267,19 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
                     plan = await plans.__anext__()
                 except StopAsyncIteration:
                     break
+            if len(plan) == 1:
+                # One bucket (every sequential plan): one host, nothing to exclude
+                # and nothing to roll back.
+                bucket = plan[0]
+                if bucket != tasks or bucket > max_free or bucket < 1:
+                    continue
+                if pacer.tick():
+                    await anyio.lowlevel.checkpoint()
+                found = HostIterator(ctx, candidates, bucket, first_want).next_host()
+                if found is not None:
+                    ctx.claim(found, bucket, first_want)
+                    return True
+                continue
             if len(plan) > limit or plan[0] > max_free:
                 continue
             if sum(plan) != tasks or min(plan) < 1:

@@ -266,10 +266,16 @@ class ClusterState:
         """
         if job.state is not JobState.PENDING:
             raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
-        merged: dict[Worker, int] = {}
+        merged: dict[Worker, int]
         need_res: dict[tuple[Worker, str], float] | None = None
-        for worker, slots, rusage in claims:
-            merged[worker] = merged.get(worker, 0) + slots
+        if len(claims) == 1:  # the common case: one host
+            worker, slots, rusage = claims[0]
+            merged = {worker: slots}
+        else:
+            merged = {}
+            for worker, slots, _ in claims:
+                merged[worker] = merged.get(worker, 0) + slots
+        for worker, _, rusage in claims:
             if rusage:
                 if need_res is None:
                     need_res = {}

@@ -54,6 +54,7 @@ from xce_core._state import ClusterState, EventInconsistent, part_counts
 __all__ = ["SchedulerCore", "SessionStats"]
 
 _Item = Job | JobGroup
+_PENDING = JobState.PENDING
 
 
 class _DirectSink:
@@ -303,7 +304,7 @@ class SchedulerCore:
         batch_size = min(16, limit)
         cache = self.scratch.cache
         use_groups = cache.enabled
-        pending = JobState.PENDING
+        pending = _PENDING
         heap: list[tuple[tuple[Any, ...], int, JobGroup]] = [
             (g.jobs[0].key, g.gid, g) for g in self.state.groups.values() if g.jobs
         ]
@@ -356,7 +357,7 @@ class SchedulerCore:
         state = self.state
         cache = scratch.cache
         allocate = self._dispatcher.allocate
-        pending = JobState.PENDING
+        pending = _PENDING
         for item in batch:
             if isinstance(item, JobGroup):
                 self._settle_group(item, stats)
@@ -429,12 +430,12 @@ class SchedulerCore:
             stats.pended += len(jobs) - start
             stats.cache_hits += len(jobs) - start
             for job in group.unsettled:
-                if job.state is JobState.PENDING and job.last_reason != category:
+                if job.state is _PENDING and job.last_reason != category:
                     self._pend(job, reason, stats, cached=True)
                     stats.pended -= 1  # already counted above
         else:
             for job in jobs[start:]:
-                if job.state is JobState.PENDING:
+                if job.state is _PENDING:
                     stats.cache_hits += 1
                     self._pend(job, reason, stats, cached=True)
         group.settled_reason = category

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from xce_core._config import SchedulerConfig
 from xce_core._context import PendReason, Reason, SchedContext, Want
 from xce_core._iterators import PrimaryRequest
@@ -65,21 +67,23 @@ class Dispatcher:
         self._seq = registry.allocator(config.sequential_allocator)
         self._par = registry.allocator(config.parallel_allocator)
 
-    async def allocate(self, ctx: SchedContext) -> bool:
-        """Try the job's whole requirement. ``True``: claims are in ``ctx``;
-        ``False``: ``ctx`` holds no claim and ``ctx.reason`` says why. The caller
-        owns the cache entry of the job's fingerprint (lookup before, insert on
-        failure); entries of compound parts and options are handled here."""
+    def allocate(self, ctx: SchedContext) -> Awaitable[bool]:
+        """Try the job's whole requirement; resolves to ``True`` with the claims
+        in ``ctx``, or ``False`` with no claim in ``ctx`` and ``ctx.reason``
+        saying why. The caller owns the cache entry of the job's fingerprint
+        (lookup before, insert on failure); entries of compound parts and
+        options are handled here."""
         job = ctx.job
         resreq = job.resreq
         if isinstance(resreq, Primary):
-            # The common case: nothing to roll back, and the job's own fingerprint
-            # (which is this primary's) is looked up and filled by the caller.
-            reason = await self._try_primary(resreq, job.min_tasks, job.max_tasks, ctx)
-            if reason is None:
-                return True
-            ctx.reason = reason
-            return False
+            # The common case, awaited directly by the caller: nothing to roll
+            # back, and the job's own fingerprint (which is this primary's) is
+            # looked up and filled by the caller.
+            return self._attempt(resreq, job.min_tasks, job.max_tasks, ctx)
+        return self._tree(resreq, ctx)
+
+    async def _tree(self, resreq: Compound | Alternative, ctx: SchedContext) -> bool:
+        job = ctx.job
         options = resreq.options if isinstance(resreq, Alternative) else (resreq,)
         first_reason: PendReason | None = None
         for option in options:
@@ -113,17 +117,15 @@ class Dispatcher:
             if hit is not None:
                 ctx.reason = hit
                 return False
-        reason = await self._try_primary(primary, lo, hi, ctx)
-        if reason is None:
+        if await self._attempt(primary, lo, hi, ctx):
             return True
-        ctx.reason = reason
-        if clean and fp:
-            session.cache.insert(fp, reason)
+        if clean and fp and ctx.reason is not None:
+            session.cache.insert(fp, ctx.reason)
         return False
 
-    async def _try_primary(
-        self, primary: Primary, lo: int, hi: int, ctx: SchedContext
-    ) -> PendReason | None:
+    async def _attempt(self, primary: Primary, lo: int, hi: int, ctx: SchedContext) -> bool:
+        """Place one primary of ``lo``..``hi`` tasks (most first). ``False``:
+        nothing claimed, ``ctx.reason`` says why."""
         session = ctx.session
         prepared = session.memo.get(id(primary))
         if prepared is None:
@@ -135,8 +137,10 @@ class Dispatcher:
             # A licence that is gone as well is the more specific answer.
             shortfalls = [_shared_shortfall(u.shared(lo), ctx) for u in prepared.options]
             if all(shortfalls):
-                return PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, shortfalls[0])
-            return session.explain_without_candidates(primary.select, lo)
+                ctx.reason = PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, shortfalls[0])
+            else:
+                ctx.reason = session.explain_without_candidates(primary.select, lo)
+            return False
         allocator = self._par if hi > 1 else self._seq
         reason: PendReason | None = None
         for usage in prepared.options:
@@ -155,11 +159,11 @@ class Dispatcher:
                     if await allocator.allocate(request, ctx):
                         if shared:
                             ctx.claim_shared(shared)
-                        return None
+                        return True
             if reason is None:
                 reason = session.explain(prepared.candidates, lo, usage.first_want, primary.select)
-        assert reason is not None
-        return reason
+        ctx.reason = reason
+        return False
 
 
 class _Prepared:

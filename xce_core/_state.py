@@ -19,6 +19,13 @@ from xce_core._resreq_types import Alternative, Compound, Primary, ResReq
 
 __all__ = ["ClusterState", "EventInconsistent", "task_total"]
 
+# Enum members as module constants: a class attribute lookup on an Enum costs
+# about 0.17 µs on Python 3.11, and commit runs once per started job.
+_PENDING = JobState.PENDING
+_RUNNING = JobState.RUNNING
+_DONE = JobState.DONE
+_REJECTED = JobState.REJECTED
+
 
 class EventInconsistent(XceError):
     """An input event contradicts the state (unknown worker, duplicate job...)."""
@@ -150,7 +157,7 @@ class ClusterState:
     def job_submitted(self, ev: JobSubmitted, resreq: ResReq, canonical: str | None = None) -> Job:
         """Add a pending job (``resreq`` already parsed and validated; ``canonical``
         is ``str(resreq)`` when the caller has it at hand)."""
-        job = self._new_job(ev, resreq, JobState.PENDING)
+        job = self._new_job(ev, resreq, _PENDING)
         job.fingerprint = self.fingerprint(
             canonical if canonical is not None else str(resreq),
             job.min_tasks,
@@ -175,7 +182,7 @@ class ClusterState:
 
     def job_rejected(self, ev: JobSubmitted) -> None:
         """Remember a job that was refused, so its id cannot be reused silently."""
-        self._new_job(ev, Primary(), JobState.REJECTED)
+        self._new_job(ev, Primary(), _REJECTED)
 
     def _new_job(self, ev: JobSubmitted, resreq: ResReq, state: JobState) -> Job:
         if ev.job_id in self.jobs:
@@ -207,8 +214,8 @@ class ClusterState:
     def job_finished(self, job_id: str) -> Job:
         """A running job ended: free its claims."""
         job = self._job(job_id)
-        if job.state is not JobState.RUNNING:
-            hint = "; use job_cancelled for a pending job" if job.state is JobState.PENDING else ""
+        if job.state is not _RUNNING:
+            hint = "; use job_cancelled for a pending job" if job.state is _PENDING else ""
             raise EventInconsistent(f"job {job_id!r} is {job.state.value}, not running{hint}")
         self._release(job)
         return job
@@ -216,10 +223,10 @@ class ClusterState:
     def job_cancelled(self, job_id: str) -> Job:
         """Withdraw a pending or running job, freeing what it held."""
         job = self._job(job_id)
-        if job.state is JobState.RUNNING:
+        if job.state is _RUNNING:
             self._release(job)
-        elif job.state is JobState.PENDING:
-            job.state = JobState.DONE
+        elif job.state is _PENDING:
+            job.state = _DONE
             self.pending_count -= 1
             if job.group is not None:
                 job.group.dirty = True
@@ -251,7 +258,7 @@ class ClusterState:
                 self.shared_used.pop(name, None)
         job.claims = ()
         job.shared_claims = {}
-        job.state = JobState.DONE
+        job.state = _DONE
         self.running_count -= 1
 
     def commit(
@@ -264,17 +271,18 @@ class ClusterState:
 
         Validates the whole allocation first, so a bad one changes nothing.
         """
-        if job.state is not JobState.PENDING:
+        if job.state is not _PENDING:
             raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
-        merged: dict[Worker, int]
+        allocation: list[tuple[Worker, int]]
         need_res: dict[tuple[Worker, str], float] | None = None
         if len(claims) == 1:  # the common case: one host
             worker, slots, rusage = claims[0]
-            merged = {worker: slots}
+            allocation = [(worker, slots)]
         else:
-            merged = {}
+            merged: dict[Worker, int] = {}
             for worker, slots, _ in claims:
                 merged[worker] = merged.get(worker, 0) + slots
+            allocation = list(merged.items())
         for worker, _, rusage in claims:
             if rusage:
                 if need_res is None:
@@ -282,7 +290,7 @@ class ClusterState:
                 for name, amount in rusage:
                     need_res[worker, name] = need_res.get((worker, name), 0.0) + amount
         by_name = self.by_name
-        for worker, slots in merged.items():
+        for worker, slots in allocation:
             if not worker.usable or by_name.get(worker.name) is not worker:
                 raise XceError(f"cannot start {job.job_id!r}: worker {worker.name} is gone")
             if slots > worker.slots - worker.used_slots:
@@ -298,18 +306,20 @@ class ClusterState:
                 raise XceError(f"cannot start {job.job_id!r}: shared {name} exhausted")
         # Validated: apply.
         job_id = job.job_id
-        for worker, slots in merged.items():
+        for worker, slots in allocation:
             worker.used_slots += slots
             worker.jobs.add(job_id)
         if need_res:
             for (worker, name), amount in need_res.items():
                 worker.used[name] = worker.used.get(name, 0.0) + amount
-        for name, amount in shared.items():
-            self.shared_used[name] = self.shared_used.get(name, 0.0) + amount
-        job.allocation = list(merged.items())
+        if shared:
+            shared_used = self.shared_used
+            for name, amount in shared.items():
+                shared_used[name] = shared_used.get(name, 0.0) + amount
+            job.shared_claims = dict(shared)
+        job.allocation = allocation
         job.claims = claims
-        job.shared_claims = dict(shared) if shared else {}
-        job.state = JobState.RUNNING
+        job.state = _RUNNING
         job.last_reason = None
         self.pending_count -= 1
         self.running_count += 1

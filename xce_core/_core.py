@@ -105,7 +105,7 @@ class SchedulerCore:
         self.clock: Clock = clock or MonotonicClock()
         self.registry.picker(self.config.picker)  # fail early on a bad name
         self._dispatcher = Dispatcher(self.config, self.registry)
-        self._picker_rank: dict[str, int] = {}
+        self._picker_rank: dict[tuple[str, int], int] = {}
         self._canonical: dict[str, str] = {}
         self.state = ClusterState(self._order_key)
         self.scratch = SessionScratch(
@@ -207,8 +207,12 @@ class SchedulerCore:
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         name = queue.picker or self.config.picker
-        rank = self._picker_rank.setdefault(name, len(self._picker_rank))
-        return (-queue.priority, rank, self.registry.picker(name).order_key(job, queue))
+        key = self.registry.picker(name).order_key(job, queue)
+        # Flat, not nested: the picker's heap compares these tuples once per job.
+        # The rank tells pickers (and, should a picker break its contract, key
+        # lengths) apart, so fields of different pickers are never compared.
+        rank = self._picker_rank.setdefault((name, len(key)), len(self._picker_rank))
+        return (-queue.priority, rank, *key)
 
     def _drain_deferred(self) -> None:
         deferred, self._deferred = self._deferred, []
@@ -305,14 +309,16 @@ class SchedulerCore:
         cache = self.scratch.cache
         use_groups = cache.enabled
         pending = _PENDING
-        heap: list[tuple[tuple[Any, ...], int, JobGroup]] = [
-            (g.jobs[0].key, g.gid, g) for g in self.state.groups.values() if g.jobs
+        # Entries are the key's fields followed by (gid, group): one flat tuple
+        # compares in about half the time of (key, gid, group).
+        heap: list[tuple[Any, ...]] = [
+            (*g.jobs[0].key, g.gid, g) for g in self.state.groups.values() if g.jobs
         ]
         heapq.heapify(heap)
         async with send:
             batch: list[_Item] = []
             while heap:
-                group = heap[0][2]
+                group = heap[0][-1]
                 if use_groups and group.fingerprint in cache:
                     heapq.heappop(heap)
                     batch.append(group)
@@ -325,7 +331,7 @@ class SchedulerCore:
                         pos += 1
                     group.pos = pos
                     if pos < len(jobs):
-                        heapq.heapreplace(heap, (jobs[pos].key, group.gid, group))
+                        heapq.heapreplace(heap, (*jobs[pos].key, group.gid, group))
                     else:
                         heapq.heappop(heap)
                 if len(batch) >= batch_size:

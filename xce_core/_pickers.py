@@ -20,7 +20,8 @@ class Picker(ABC):
     """Policy order within a queue. Smaller keys go first.
 
     ``order_key`` must depend only on the job and its queue; it must be total
-    (use ``job.seq``, the arrival number, as the last tie-breaker).
+    (use ``job.seq``, the arrival number, as the last tie-breaker), and the same
+    length for every job (a tuple of a fixed shape).
     """
 
     name: ClassVar[str]

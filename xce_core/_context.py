@@ -31,6 +31,9 @@ Need = tuple[tuple[str, float], ...]
 
 def need(want: Want, slots: int) -> Need:
     """What a bucket of ``slots`` tasks takes on its host, per consumable."""
+    if len(want) == 1:  # the usual rusage[mem=...]
+        name, per_task, per_host = want[0]
+        return ((name, per_task * slots + per_host),)
     return tuple([(name, per_task * slots + per_host) for name, per_task, per_host in want])
 
 

@@ -440,10 +440,25 @@ class SchedulerCore:
                     self._pend(job, reason, stats, cached=True)
                     stats.pended -= 1  # already counted above
         else:
+            # _pend inlined: a busy cluster settles whole groups of many jobs.
+            session, detail, outbox = stats.number, reason.detail, self._outbox
+            settled = 0
             for job in jobs[start:]:
                 if job.state is _PENDING:
-                    stats.cache_hits += 1
-                    self._pend(job, reason, stats, cached=True)
+                    settled += 1
+                    if job.last_reason != category:
+                        job.last_reason = category
+                        outbox.append(
+                            JobPended(
+                                session=session,
+                                job_id=job.job_id,
+                                reason=category,
+                                detail=detail,
+                                cached=True,
+                            )
+                        )
+            stats.cache_hits += settled
+            stats.pended += settled
         group.settled_reason = category
         group.unsettled = []
 

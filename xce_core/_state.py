@@ -9,7 +9,7 @@ its use, simply has nothing free until jobs finish.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from events import JobSubmitted, QueueConfig, SharedResource, WorkerUp
@@ -274,32 +274,27 @@ class ClusterState:
         if job.state is not _PENDING:
             raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
         allocation: list[tuple[Worker, int]]
-        need_res: dict[tuple[Worker, str], float] | None = None
+        needs: list[tuple[Worker, str, float]]
         if len(claims) == 1:  # the common case: one host
             worker, slots, rusage = claims[0]
             allocation = [(worker, slots)]
+            needs = [(worker, n, a) for n, a in rusage] if len(rusage) < 2 else _needs(claims)
         else:
             merged: dict[Worker, int] = {}
             for worker, slots, _ in claims:
                 merged[worker] = merged.get(worker, 0) + slots
             allocation = list(merged.items())
-        for worker, _, rusage in claims:
-            if rusage:
-                if need_res is None:
-                    need_res = {}
-                for name, amount in rusage:
-                    need_res[worker, name] = need_res.get((worker, name), 0.0) + amount
+            needs = _needs(claims)
         by_name = self.by_name
         for worker, slots in allocation:
             if not worker.usable or by_name.get(worker.name) is not worker:
                 raise XceError(f"cannot start {job.job_id!r}: worker {worker.name} is gone")
             if slots > worker.slots - worker.used_slots:
                 raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks slots")
-        if need_res:
-            for (worker, name), amount in need_res.items():
-                free = worker.available(name)
-                if free is None or amount > free + 1e-9:
-                    raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks {name}")
+        for worker, name, amount in needs:
+            free = worker.available(name)
+            if free is None or amount > free + 1e-9:
+                raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks {name}")
         for name, amount in shared.items():
             free = self.shared_free(name)
             if free is None or amount > free + 1e-9:
@@ -309,9 +304,9 @@ class ClusterState:
         for worker, slots in allocation:
             worker.used_slots += slots
             worker.jobs.add(job_id)
-        if need_res:
-            for (worker, name), amount in need_res.items():
-                worker.used[name] = worker.used.get(name, 0.0) + amount
+        for worker, name, amount in needs:
+            used = worker.used
+            used[name] = used.get(name, 0.0) + amount
         if shared:
             shared_used = self.shared_used
             for name, amount in shared.items():
@@ -325,6 +320,17 @@ class ClusterState:
         self.running_count += 1
         if job.group is not None:
             job.group.dirty = True
+
+
+def _needs(
+    claims: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]],
+) -> list[tuple[Worker, str, float]]:
+    """Consumables the claims take, summed per (worker, name)."""
+    summed: dict[tuple[Worker, str], float] = {}
+    for worker, _, rusage in claims:
+        for name, amount in rusage:
+            summed[worker, name] = summed.get((worker, name), 0.0) + amount
+    return [(worker, name, amount) for (worker, name), amount in summed.items()]
 
 
 def _job_key(job: Job) -> tuple[Any, ...]:

@@ -6,7 +6,16 @@ and availability" would pick (Req 9.1), through the same host iterator.
 
 from __future__ import annotations
 
-from xce_core import Allocator, PlanIterator, PlanStream, PrimaryRequest, SchedContext
+from collections.abc import Awaitable
+
+from xce_core import (
+    Allocator,
+    PlanIterator,
+    PlanStream,
+    PrimaryRequest,
+    SchedContext,
+    allocate_single,
+)
 
 __all__ = ["SeqJobAllocator"]
 
@@ -18,3 +27,9 @@ class SeqJobAllocator(Allocator):
 
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
         return PlanStream(ctx, iter(((request.tasks,),)))
+
+    def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> Awaitable[bool]:
+        # The bucket loop over that single plan, without walking a plan iterator
+        # per job: sequential jobs are most of a session (same result as the
+        # default, which tests/allocators check).
+        return allocate_single(ctx, request)

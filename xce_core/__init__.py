@@ -8,7 +8,7 @@ Public API (everything else is private):
   :func:`process_events`, :func:`run_events`.
 - Plugins: :class:`Allocator`, :class:`Picker`, :class:`Registry`, and the
   iterator pieces allocators build on (:class:`PlanStream`, :class:`HostIterator`,
-  :func:`allocate_plans`, :class:`SchedContext`).
+  :func:`allocate_plans`, :func:`allocate_single`, :class:`SchedContext`).
 """
 
 from xce_core._api import Scheduler, open_scheduler, process_events, run_events
@@ -26,6 +26,7 @@ from xce_core._iterators import (
     PlanStream,
     PrimaryRequest,
     allocate_plans,
+    allocate_single,
     balanced_partition,
 )
 from xce_core._model import Job, JobState, Queue, Worker
@@ -90,6 +91,7 @@ __all__ = [
     "Worker",
     "XceError",
     "allocate_plans",
+    "allocate_single",
     "balanced_partition",
     "compile_select",
     "default_registry",

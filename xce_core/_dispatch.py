@@ -127,10 +127,9 @@ class Dispatcher:
         """Place one primary of ``lo``..``hi`` tasks (most first). ``False``:
         nothing claimed, ``ctx.reason`` says why."""
         session = ctx.session
-        prepared = session.memo.get(id(primary))
+        prepared: _Prepared | None = session.memo.get(id(primary))
         if prepared is None:
             prepared = session.memo[id(primary)] = _Prepared(primary, ctx)
-        assert isinstance(prepared, _Prepared)
         free_total = session.free_total
         if free_total < lo:
             # Busy cluster: nothing can start, and saying why needs no host list.
@@ -144,7 +143,7 @@ class Dispatcher:
         allocator = self._par if hi > 1 else self._seq
         reason: PendReason | None = None
         for usage in prepared.options:
-            for n in range(min(hi, free_total), lo - 1, -1):
+            for n in range(hi if hi < free_total else free_total, lo - 1, -1):
                 shared: dict[str, float] | None = None
                 if usage.has_shared:
                     shared = usage.shared(n)

@@ -27,6 +27,7 @@ __all__ = [
     "PlanStream",
     "PrimaryRequest",
     "allocate_plans",
+    "allocate_single",
     "balanced_partition",
 ]
 
@@ -270,14 +271,11 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
             if len(plan) == 1:
                 # One bucket (every sequential plan): one host, nothing to exclude
                 # and nothing to roll back.
-                bucket = plan[0]
-                if bucket != tasks or bucket > max_free or bucket < 1:
+                if plan[0] != tasks:
                     continue
                 if pacer.tick():
                     await anyio.lowlevel.checkpoint()
-                found = HostIterator(ctx, candidates, bucket, first_want).next_host()
-                if found is not None:
-                    ctx.claim(found, bucket, first_want)
+                if _place_one(ctx, candidates, tasks, first_want):
                     return True
                 continue
             if len(plan) > limit or plan[0] > max_free:
@@ -312,6 +310,30 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
         else:
             await plans.aclose()
     return False
+
+
+def _place_one(ctx: SchedContext, candidates: CandidateSet, tasks: int, want: Want) -> bool:
+    """One bucket of ``tasks`` on the first host that fits (a fresh host iterator)."""
+    if tasks > candidates.max_free or tasks < 1:
+        return False
+    found = HostIterator(ctx, candidates, tasks, want).next_host()
+    if found is None:
+        return False
+    ctx.claim(found, tasks, want)
+    return True
+
+
+async def allocate_single(ctx: SchedContext, request: PrimaryRequest) -> bool:
+    """The bucket loop for exactly one plan, ``(request.tasks,)``: every task on
+    the first candidate host that can take them all.
+
+    Same result as :func:`allocate_plans` over a plan iterator yielding only that
+    plan, without walking one (what :class:`SeqJobAllocator` runs for every
+    sequential job). One step, one cancellation point.
+    """
+    if ctx.session.pacer.tick():
+        await anyio.lowlevel.checkpoint()
+    return _place_one(ctx, request.candidates, request.tasks, request.first_want)
 
 
 class Allocator(ABC):

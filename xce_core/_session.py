@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xce_core._cache import UnsatisfiableCache
 from xce_core._context import PendReason, Reason, Want
@@ -88,7 +88,7 @@ class SessionScratch:
     _sets: dict[tuple[object, ...], CandidateSet] = field(default_factory=dict)
     _groups: dict[tuple[object, ...], list[CandidateSet]] = field(default_factory=dict)
     # Per-session memo for callers (keyed by id() of objects that outlive the session).
-    memo: dict[int, object] = field(default_factory=dict)
+    memo: dict[int, Any] = field(default_factory=dict)
     _keys: int = 0
     _commits: int = 0
     _explained: dict[tuple[object, ...], PendReason] = field(default_factory=dict)

@@ -7,9 +7,20 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from allocators.seqjob import SeqJobAllocator
 from events import WorkerDown
+from tests.allocators.conftest import context_for
 from tests.helpers import GO, allocations, submit, up
-from xce_core import SchedulerCore, compile_select, process_events
+from xce_core import (
+    Primary,
+    PrimaryRequest,
+    SchedulerCore,
+    Want,
+    allocate_plans,
+    compile_select,
+    parse_resreq,
+    process_events,
+)
 
 
 @dataclass
@@ -79,3 +90,45 @@ async def test_seqjob_matches_reference(hosts: list[HostSpec], select: str, rusa
     got = allocations(out).get("j")
     expected = reference(hosts, select, need)
     assert (got[0][0] if got else None) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(host_specs, min_size=1, max_size=8),
+    selects,
+    st.integers(1, 4),
+    st.sampled_from([0.0, 10.0, 60.0]),
+    st.lists(st.integers(0, 7), max_size=3),
+)
+async def test_seqjob_shortcut_is_the_bucket_loop_over_its_one_plan(
+    hosts: list[HostSpec], select: str, tasks: int, mem: float, pre: list[int]
+) -> None:
+    """SeqJobAllocator.allocate (allocate_single) claims exactly what the generic
+    bucket loop claims over SeqJobAllocator.plans, also on top of earlier
+    tentative claims in the same attempt (a compound job's previous parts)."""
+    core = SchedulerCore()
+    events = [up(f"h{i}", h.slots, {"mem": h.mem}, type=h.type) for i, h in enumerate(hosts)]
+    events += [WorkerDown(name=f"h{i}") for i, h in enumerate(hosts) if h.down]
+    await process_events(events, core=core)
+    for i, h in enumerate(hosts):
+        w = core.state.by_name[f"h{i}"]
+        w.used_slots = h.used
+        if h.used_mem:
+            w.used["mem"] = h.used_mem
+    primary = parse_resreq(select)
+    assert isinstance(primary, Primary)
+    want: Want = (("mem", mem, 0.0),) if mem else ()
+    seq = SeqJobAllocator()
+    journals = []
+    for shortcut in (True, False):
+        ctx = context_for(core, "probe")
+        for index in pre:  # earlier tentative claims of this attempt
+            if index < len(hosts) and ctx.fits(core.state.workers[index], 1, want):  # type: ignore[arg-type]
+                ctx.claim(core.state.workers[index], 1, want)  # type: ignore[arg-type]
+        request = PrimaryRequest(primary, tasks, want, ctx.session.candidates(primary))
+        if shortcut:
+            ok = await seq.allocate(request, ctx)
+        else:
+            ok = await allocate_plans(ctx, request, seq.plans(request, ctx))
+        journals.append((ok, [(w.name, n, need) for w, n, need in ctx.journal]))
+    assert journals[0] == journals[1]

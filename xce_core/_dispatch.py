@@ -141,6 +141,17 @@ class Dispatcher:
                 ctx.reason = session.explain_without_candidates(primary.select, lo)
             return False
         allocator = self._par if hi > 1 else self._seq
+        if lo == hi and prepared.plain:
+            # The usual job: a fixed task count, one rusage, no shared resource.
+            usage = prepared.options[0]
+            requests = usage.requests.get(lo)
+            if requests is None:
+                requests = usage.requests[lo] = prepared.requests(usage, lo)
+            for request in requests:
+                if await allocator.allocate(request, ctx):
+                    return True
+            ctx.reason = session.explain(prepared.candidates, lo, usage.first_want, primary.select)
+            return False
         reason: PendReason | None = None
         for usage in prepared.options:
             for n in range(hi if hi < free_total else free_total, lo - 1, -1):
@@ -169,13 +180,15 @@ class _Prepared:
     """What a primary needs each attempt, worked out once per session. The host
     lists are built on first use: a busy cluster often never needs them."""
 
-    __slots__ = ("_groups", "_primary", "_session", "options")
+    __slots__ = ("_groups", "_primary", "_session", "options", "plain")
 
     def __init__(self, primary: Primary, ctx: SchedContext) -> None:
         self._primary = primary
         self._session = ctx.session
         self._groups: list[CandidateSet] | None = None
         self.options = [_Usage(terms, ctx.state) for terms in primary.rusage or ((),)]
+        # One way to take resources, none of them shared: nothing to choose or check.
+        self.plain = len(self.options) == 1 and not self.options[0].has_shared
 
     @property
     def candidates(self) -> CandidateSet:

@@ -278,7 +278,13 @@ class ClusterState:
         if len(claims) == 1:  # the common case: one host
             worker, slots, rusage = claims[0]
             allocation = [(worker, slots)]
-            needs = [(worker, n, a) for n, a in rusage] if len(rusage) < 2 else _needs(claims)
+            if not rusage:
+                needs = []
+            elif len(rusage) == 1:
+                name, amount = rusage[0]
+                needs = [(worker, name, amount)]
+            else:
+                needs = _needs(claims)
         else:
             merged: dict[Worker, int] = {}
             for worker, slots, _ in claims:
@@ -295,10 +301,11 @@ class ClusterState:
             free = worker.available(name)
             if free is None or amount > free + 1e-9:
                 raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks {name}")
-        for name, amount in shared.items():
-            free = self.shared_free(name)
-            if free is None or amount > free + 1e-9:
-                raise XceError(f"cannot start {job.job_id!r}: shared {name} exhausted")
+        if shared:
+            for name, amount in shared.items():
+                free = self.shared_free(name)
+                if free is None or amount > free + 1e-9:
+                    raise XceError(f"cannot start {job.job_id!r}: shared {name} exhausted")
         # Validated: apply.
         job_id = job.job_id
         for worker, slots in allocation:

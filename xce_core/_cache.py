@@ -15,40 +15,34 @@ __all__ = ["UnsatisfiableCache"]
 class UnsatisfiableCache:
     """Fingerprint → the original miss's pend reason. O(1) lookup.
 
-    ``enabled=False`` turns every lookup into a miss and every insert into a no-op
-    (for benchmarks and for checking that caching never changes a decision).
+    ``entries`` is that mapping itself (read it, do not change it); the core's
+    hot loops read it directly. ``enabled=False`` turns every insert into a
+    no-op, so every lookup misses (for benchmarks and for checking that caching
+    never changes a decision). Hits are counted per session in
+    :class:`SessionStats`.
     """
 
-    __slots__ = ("_entries", "enabled", "hits", "misses")
+    __slots__ = ("enabled", "entries")
 
     def __init__(self, *, enabled: bool = True) -> None:
-        self._entries: dict[int, PendReason] = {}
+        self.entries: dict[int, PendReason] = {}
         self.enabled = enabled
-        self.hits = 0
-        self.misses = 0
 
     def lookup(self, fingerprint: int) -> PendReason | None:
         """The reason cached for ``fingerprint`` this session, or ``None``."""
-        reason = self._entries.get(fingerprint)
-        if reason is None:
-            self.misses += 1
-        else:
-            self.hits += 1
-        return reason
+        return self.entries.get(fingerprint)
 
     def insert(self, fingerprint: int, reason: PendReason) -> None:
         """Record that ``fingerprint`` cannot be satisfied for the rest of the session."""
         if self.enabled:
-            self._entries.setdefault(fingerprint, reason)
+            self.entries.setdefault(fingerprint, reason)
 
     def clear(self) -> None:
         """Forget everything (called at session begin, before any task starts)."""
-        self._entries.clear()
-        self.hits = 0
-        self.misses = 0
+        self.entries.clear()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     def __contains__(self, fingerprint: int) -> bool:
-        return fingerprint in self._entries
+        return fingerprint in self.entries

@@ -58,6 +58,9 @@ class Reason:
     NO_WORKERS = "no_workers"
 
 
+_NORMAL = AllocMode.NORMAL  # an Enum class attribute lookup is slow on 3.11
+
+
 @dataclass(slots=True)
 class PendReason:
     """Why a job could not start: a category and a readable per-host breakdown.
@@ -100,6 +103,18 @@ class SchedContext:
 
     def __repr__(self) -> str:
         return f"SchedContext(job={self.job.job_id!r}, journal={self.journal!r})"
+
+    def reset(self, job: Job) -> None:
+        """Start a fresh attempt for ``job`` (the core reuses one context for a
+        batch of jobs). The old journal is not touched: a committed job keeps it."""
+        self.job = job
+        self.mode = _NORMAL
+        self.journal = []
+        if self.slots:
+            self.slots = {}
+        if self.shared:
+            self.shared = {}
+        self.reason = None
 
     @property
     def amounts(self) -> dict[tuple[int, str], float]:

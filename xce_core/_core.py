@@ -306,8 +306,7 @@ class SchedulerCore:
         and double (a strict-FIFO session often stops early)."""
         limit = self.config.batch_size
         batch_size = min(16, limit)
-        cache = self.scratch.cache
-        use_groups = cache.enabled
+        failed = self.scratch.cache.entries  # fingerprints proven unsatisfiable
         pending = _PENDING
         # Entries are the key's fields followed by (gid, group): one flat tuple
         # compares in about half the time of (key, gid, group).
@@ -319,7 +318,7 @@ class SchedulerCore:
             batch: list[_Item] = []
             while heap:
                 group = heap[0][-1]
-                if use_groups and group.fingerprint in cache:
+                if group.fingerprint in failed:
                     heapq.heappop(heap)
                     batch.append(group)
                 else:
@@ -362,8 +361,10 @@ class SchedulerCore:
         scratch = self.scratch
         state = self.state
         cache = scratch.cache
+        failed = cache.entries
         allocate = self._dispatcher.allocate
         pending = _PENDING
+        ctx: SchedContext | None = None
         for item in batch:
             if isinstance(item, JobGroup):
                 self._settle_group(item, stats)
@@ -371,13 +372,16 @@ class SchedulerCore:
             job = item
             if job.state is not pending:
                 continue
-            hit = cache.lookup(job.fingerprint) if cache.enabled else None
+            hit = failed.get(job.fingerprint)
             if hit is not None:
                 stats.cache_hits += 1
                 self._pend(job, hit, stats, cached=True)
                 continue
             stats.attempts += 1
-            ctx = SchedContext(state, scratch, job)
+            if ctx is None:
+                ctx = SchedContext(state, scratch, job)
+            else:
+                ctx.reset(job)
             if await allocate(ctx):
                 if self._start(job, ctx, stats):
                     continue

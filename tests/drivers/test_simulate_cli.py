@@ -76,7 +76,8 @@ def test_bad_resreq_and_bad_trace(tmp_path: Path) -> None:
 
 def test_unknown_picker_is_a_clean_error() -> None:
     result = CliRunner().invoke(simulate_command, [str(EXAMPLE), "--picker", "nope"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error, as in `xce run`
+    assert "--picker" in result.output
     assert "unknown picker 'nope'" in result.output
 
 

@@ -409,7 +409,8 @@ def simulate_command(
     except XceError as exc:  # a broken or clashing installed plugin
         raise click.ClickException(str(exc)) from None
     if unknown is not None:  # before reading the trace, so a typo fails fast
-        raise click.ClickException(": ".join(unknown))
+        option, message = unknown
+        raise click.BadParameter(message, param_hint=option)  # exit 2, as in `xce run`
     try:
         swf = read_swf(trace, skip_bad=skip_bad, limit=limit)
         if cluster_file is not None:

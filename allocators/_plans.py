@@ -9,19 +9,23 @@ from xce_core import Plan, Span, balanced_partition
 __all__ = ["balanced_plans", "span_plan"]
 
 
-def span_plan(tasks: int, span: Span | None) -> Plan | None:
+def span_plan(tasks: int, span: Span | None, ptile: int | None = None) -> Plan | None:
     """The only plan a ``span[]`` admits, or ``None`` when span leaves the shape free.
 
     ``span[hosts=1]`` → ``(tasks,)``; ``span[ptile=P]`` → buckets of P and one
-    remainder bucket (10 tasks, P=4 → ``(4, 4, 2)``).
+    remainder bucket (10 tasks, P=4 → ``(4, 4, 2)``). ``ptile`` is P when the
+    caller resolved it for its candidates (``PrimaryRequest.ptile``: LSF's
+    ``ptile='!'`` and per type/model values); it defaults to ``span.ptile``.
     """
     if span is None:
         return None
     if span.hosts == 1:
         return (tasks,)
-    if span.ptile is not None:
-        full, rest = divmod(tasks, span.ptile)
-        return (span.ptile,) * full + ((rest,) if rest else ())
+    if ptile is None:
+        ptile = span.ptile
+    if ptile is not None:
+        full, rest = divmod(tasks, ptile)
+        return (ptile,) * full + ((rest,) if rest else ())
     return None
 
 
@@ -31,15 +35,16 @@ def balanced_plans(
     *,
     max_bucket: int | None = None,
     max_hosts: int | None = None,
+    ptile: int | None = None,
 ) -> Iterator[Plan]:
     """The v1 default order (Req 2.3): k = 1, 2, …, tasks hosts, each the balanced
     partition with buckets descending (7 tasks, k=3 → (3, 2, 2)).
 
     ``max_bucket`` / ``max_hosts`` prune plans that cannot fit (a bucket larger
     than any host's free slots, more hosts than candidates). Pruned plans would
-    fail anyway, so which plan wins does not change.
+    fail anyway, so which plan wins does not change. ``ptile``: see :func:`span_plan`.
     """
-    only = span_plan(tasks, span)
+    only = span_plan(tasks, span, ptile)
     if only is not None:
         if (max_bucket is None or only[0] <= max_bucket) and (
             max_hosts is None or len(only) <= max_hosts

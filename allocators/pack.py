@@ -58,7 +58,7 @@ def task_capacity(ctx: SchedContext, request: PrimaryRequest) -> list[int]:
 def _pack_then_balanced(request: PrimaryRequest, ctx: SchedContext) -> Iterator[Plan]:
     tasks = request.tasks
     span = request.primary.span
-    if span_plan(tasks, span) is None:
+    if span_plan(tasks, span, request.ptile) is None:
         packed: list[int] = []
         left = tasks
         for cap in task_capacity(ctx, request):
@@ -70,8 +70,10 @@ def _pack_then_balanced(request: PrimaryRequest, ctx: SchedContext) -> Iterator[
         first: Plan | None = tuple(packed) if not left else None
         if first is not None:
             yield first
-        for plan in balanced_plans(tasks, span, max_hosts=len(request.candidates.workers)):
+        for plan in balanced_plans(
+            tasks, span, max_hosts=len(request.candidates.workers), ptile=request.ptile
+        ):
             if plan != first:
                 yield plan
         return
-    yield from balanced_plans(tasks, span)
+    yield from balanced_plans(tasks, span, ptile=request.ptile)

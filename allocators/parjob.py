@@ -27,5 +27,6 @@ class ParJobAllocator(Allocator):
                 request.primary.span,
                 max_bucket=cands.max_free,
                 max_hosts=len(cands.workers),
+                ptile=request.ptile,
             ),
         )

@@ -201,6 +201,17 @@ rusage_alternatives = st.lists(
 spans = st.one_of(
     st.builds(Span, hosts=st.sampled_from([1, -1]) | st.integers(min_value=1, max_value=64)),
     st.builds(Span, ptile=st.integers(min_value=1, max_value=64)),
+    # LSF's '!' default and per type/model values (with an optional plain default).
+    st.builds(
+        Span,
+        ptile=st.none() | st.integers(min_value=1, max_value=64),
+        ptile_max=st.booleans(),
+        ptile_by=st.dictionaries(
+            st.sampled_from(["HP", "SGI", "LINUX", "X86_64", "PC1133"]),
+            st.integers(min_value=1, max_value=16),
+            max_size=3,
+        ).map(lambda d: tuple(d.items())),
+    ).filter(lambda s: (s.ptile is None or not s.ptile_max) and (s.varies or s.ptile)),
 )
 
 

@@ -197,8 +197,11 @@ class _Prepared:
     @property
     def groups(self) -> list[CandidateSet]:
         if self._groups is None:
-            primary, cset = self._primary, self.candidates
-            self._groups = self._session.same_groups(primary, cset) if primary.same else [cset]
+            primary, cset, session = self._primary, self.candidates, self._session
+            groups = session.same_groups(primary, cset) if primary.same else [cset]
+            if primary.span is not None and primary.span.varies:
+                groups = session.ptile_groups(primary.span, groups)
+            self._groups = groups
         return self._groups
 
     def requests(self, usage: _Usage, tasks: int) -> list[PrimaryRequest]:

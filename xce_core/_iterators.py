@@ -60,7 +60,7 @@ class PrimaryRequest:
     ``candidates`` (already filtered by select, ordered by ``order[]``, restricted
     to one ``same[]`` group). Treat as read-only."""
 
-    __slots__ = ("candidates", "first_want", "primary", "tasks", "want")
+    __slots__ = ("candidates", "first_want", "primary", "ptile", "tasks", "want")
 
     def __init__(
         self,
@@ -76,6 +76,10 @@ class PrimaryRequest:
         self.candidates = candidates
         # The first bucket of a plan also carries per-job amounts (rusage .../job).
         self.first_want = want if first_want is None else first_want
+        # Tasks per host under span[ptile=...] for these candidates (None: free).
+        self.ptile: int | None = candidates.ptile
+        if self.ptile is None and primary.span is not None:
+            self.ptile = primary.span.ptile
 
     def __repr__(self) -> str:
         return f"PrimaryRequest({self.primary}, tasks={self.tasks}, want={self.want})"

@@ -22,8 +22,9 @@ Grammar (whitespace is allowed between all pieces)::
   stored in minutes. ``decay`` is 0 or 1. Amounts are non-negative numbers; a
   resource may appear once per alternative.
 * ``span[hosts=1]`` (``hosts`` is a positive integer, or -1 meaning no
-  constraint, stored as given) or ``span[ptile=P]`` (P a positive integer), not
-  both.
+  constraint, stored as given) or ``span[ptile=...]``, not both. A ptile is a
+  positive integer, ``'!'`` (each host's slot count, LSF's MXJ), and/or values
+  for host types or models: ``span[ptile='!',HP:8,LINUX:2]``.
 * ``same[type:model]``: resource names. ``affinity[...]`` and ``cu[...]``
   (LSF compute units): kept as the stripped raw text, carried, not acted on;
   brackets inside affinity must balance.
@@ -78,6 +79,7 @@ _PER: Final = re.compile(r"/\s*(task|host|job)\b")
 _SECTION_HEAD: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
 _COUNT: Final = re.compile(r"([0-9]+)\s*\*\s*\{")
 _INTEGER: Final = re.compile(r"-?[0-9]+(?![\w.])")
+_PTILE_MAX: Final = re.compile(r"'!'|\"!\"|!")
 # One step of a bare select: a quoted string (possibly unterminated, so the select
 # lexer reports it), a word (group 2 set if it opens a section), or one character
 # that cannot end the select.
@@ -413,29 +415,76 @@ class _Parser:
         return value, after
 
     def span(self, start: int, end: int) -> Span:
-        values: dict[str, int] = {}
         pos = self.skip(start, end)
-        while True:
-            column = pos
-            name, pos = self.name(pos, end, "hosts= or ptile= in span[]")
-            if name not in ("hosts", "ptile"):
-                self.fail(f"unknown span option {name!r}; expected hosts or ptile", column)
-            if name in values:
-                self.fail(f"duplicate span option {name!r}", column)
-            if values:
-                self.fail("span[] takes hosts= or ptile=, not both", column)
-            pos = self.expect_equals(pos, end, name, "span")
+        column = pos
+        name, pos = self.name(pos, end, "hosts= or ptile= in span[]")
+        if name not in ("hosts", "ptile"):
+            self.fail(f"unknown span option {name!r}; expected hosts or ptile", column)
+        pos = self.expect_equals(pos, end, name, "span")
+        if name == "ptile":
+            span, pos = self.ptile(pos, end)
+        else:
             match = _INTEGER.match(self.text, pos, end)
             value = int(match.group()) if match is not None else 0
-            if match is None or value == 0 or value < -1 or (name == "ptile" and value < 0):
-                wanted = "a positive integer" if name == "ptile" else "a positive integer or -1"
-                self.fail(f"expected {wanted} for {name}", pos)
-            values[name] = value
-            pos = self.skip(match.end(), end)
-            if pos >= end:
-                return Span(hosts=values.get("hosts"), ptile=values.get("ptile"))
-            if self.text[pos] not in ":,":
-                self.fail("expected ']' to end span[]", pos)
+            if match is None or value == 0 or value < -1:
+                self.fail("expected a positive integer or -1 for hosts", pos)
+            span, pos = Span(hosts=value), self.skip(match.end(), end)
+        if pos < end:
+            if self.text[pos] in ":,":
+                again = self.skip(pos + 1, end)
+                other = NAME_RE.match(self.text, again, end)
+                if other is not None and other.group() in ("hosts", "ptile"):
+                    if other.group() == name:
+                        self.fail(f"duplicate span option {name!r}", again)
+                    self.fail("span[] takes hosts= or ptile=, not both", again)
+            self.fail("expected ']' to end span[]", pos)
+        return span
+
+    def ptile(self, pos: int, end: int) -> tuple[Span, int]:
+        """``ptile=`` values: ``P``, ``'!'``, and ``type_or_model:P`` items, comma
+        separated (``ptile='!',HP:8,LINUX:2``); at most one default."""
+        text = self.text
+        default: int | None = None
+        use_max = False
+        by: list[tuple[str, int]] = []
+        while True:
+            column = pos
+            bang = _PTILE_MAX.match(text, pos, end)
+            if bang is not None:
+                if default is not None or use_max:
+                    self.fail("ptile takes one default value", column)
+                use_max, pos = True, bang.end()
+            elif (match := _INTEGER.match(text, pos, end)) is not None:
+                if default is not None or use_max:
+                    self.fail("ptile takes one default value", column)
+                default = int(match.group())
+                if default < 1:
+                    self.fail("expected a positive integer for ptile", column)
+                pos = match.end()
+            else:
+                name, pos = self.name(pos, end, "a positive integer, '!' or type:N for ptile")
+                if name in ("hosts", "ptile"):
+                    duplicate = f"duplicate span option {name!r}"
+                    self.fail(
+                        duplicate
+                        if name == "ptile"
+                        else "span[] takes hosts= or ptile=, not both",
+                        column,
+                    )
+                if any(name == seen for seen, _ in by):
+                    self.fail(f"duplicate ptile value for {name!r}", column)
+                pos = self.skip(pos, end)
+                if not text.startswith(":", pos, end):
+                    self.fail(f"expected ':' and a slot count after {name!r} in ptile", pos)
+                pos = self.skip(pos + 1, end)
+                match = _INTEGER.match(text, pos, end)
+                if match is None or int(match.group()) < 1:
+                    self.fail(f"expected a positive integer for {name!r} in ptile", pos)
+                by.append((name, int(match.group())))
+                pos = match.end()
+            pos = self.skip(pos, end)
+            if pos >= end or text[pos] != ",":
+                return Span(ptile=default, ptile_max=use_max, ptile_by=tuple(by)), pos
             pos = self.skip(pos + 1, end)
 
 
@@ -468,9 +517,7 @@ def _format_primary(primary: Primary) -> str:
     if primary.rusage:
         sections.append("rusage[" + "||".join(map(_format_rusage, primary.rusage)) + "]")
     if primary.span is not None:
-        span = primary.span
-        option = f"hosts={span.hosts}" if span.hosts is not None else f"ptile={span.ptile}"
-        sections.append(f"span[{option}]")
+        sections.append(f"span[{_format_span(primary.span)}]")
     if primary.same:
         sections.append("same[" + ":".join(primary.same) + "]")
     if primary.affinity is not None:
@@ -478,6 +525,14 @@ def _format_primary(primary: Primary) -> str:
     if primary.cu is not None:
         sections.append(f"cu[{primary.cu}]")
     return " ".join(sections)
+
+
+def _format_span(span: Span) -> str:
+    if span.hosts is not None:
+        return f"hosts={span.hosts}"
+    values = ["'!'"] if span.ptile_max else [] if span.ptile is None else [str(span.ptile)]
+    values += [f"{name}:{value}" for name, value in span.ptile_by]
+    return "ptile=" + ",".join(values)
 
 
 def _format_rusage(terms: tuple[RusageTerm, ...]) -> str:

@@ -87,10 +87,37 @@ class OrderKey:
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """``span[hosts=1]`` (all tasks on one host) or ``span[ptile=P]`` (P per host)."""
+    """``span[hosts=1]`` (all tasks on one host) or ``span[ptile=...]`` (tasks per host).
+
+    ``ptile`` is the plain value (``ptile=4``). LSF's other forms:
+    ``ptile_max`` is ``ptile='!'`` (each host's own slot count, LSF's MXJ), and
+    ``ptile_by`` the values for hosts of a type or model
+    (``ptile='!',HP:8,LINUX:2``), tried before the default. :meth:`per_host`
+    resolves them for one host.
+    """
 
     hosts: int | None = None
     ptile: int | None = None
+    ptile_max: bool = False
+    ptile_by: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def varies(self) -> bool:
+        """Whether the tasks per host depend on the host (``'!'`` or type/model values)."""
+        return self.ptile_max or bool(self.ptile_by)
+
+    def per_host(self, host: HostValues) -> int | None:
+        """Tasks per host on ``host``: its type's or model's value, else the
+        default (``'!'``: the host's ``maxslots``); ``None`` when nothing applies."""
+        if self.ptile_by:
+            kind = (host.get("type"), host.get("model"))
+            for name, value in self.ptile_by:
+                if name in kind:
+                    return value
+        if self.ptile_max:
+            slots = host.get("maxslots")
+            return int(slots) if isinstance(slots, int | float) and slots >= 1 else None
+        return self.ptile
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from xce_core._cache import UnsatisfiableCache
 from xce_core._context import PendReason, Reason, Want
 from xce_core._model import Worker
-from xce_core._resreq_types import OrderKey, Primary, SelectExpr
+from xce_core._resreq_types import OrderKey, Primary, SelectExpr, Span
 
 if TYPE_CHECKING:
     from xce_core._state import ClusterState
@@ -65,6 +65,9 @@ class CandidateSet:
     # True when hosts without a free slot at session start were left out (they
     # cannot take work before the session ends); such sets are per-session.
     free_only: bool = False
+    # Tasks per host every member takes, when span[ptile=...] depends on the
+    # host ('!' or per type/model values): see SessionScratch.ptile_groups.
+    ptile: int | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -213,6 +216,29 @@ class SessionScratch:
                 CandidateSet(self._new_key(), members, self.max_free) for members in split.values()
             ]
         return groups
+
+    def ptile_groups(self, span: Span, groups: list[CandidateSet]) -> list[CandidateSet]:
+        """Split each group by the tasks per host ``span`` gives its members
+        (``ptile='!'``: each host's slot count; ``ptile='!',HP:8``: by type or
+        model), so that every bucket of a plan has one size. Groups keep their
+        order; within one, sub-groups come in the order of their first member.
+        Hosts ``span`` gives no value are left out."""
+        key = (tuple(g.key for g in groups), span)
+        split_groups = self._groups.get(key)
+        if split_groups is None:
+            split_groups = []
+            for group in groups:
+                split: dict[int, list[Worker]] = {}
+                for w in group.workers:
+                    ptile = span.per_host(w.values)
+                    if ptile is not None:
+                        split.setdefault(ptile, []).append(w)
+                split_groups += [
+                    CandidateSet(self._new_key(), members, group.max_free, group.free_only, ptile)
+                    for ptile, members in split.items()
+                ]
+            self._groups[key] = split_groups
+        return split_groups
 
     def _is_static(self, select: SelectExpr) -> bool:
         names = select.names

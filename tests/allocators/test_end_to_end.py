@@ -47,6 +47,56 @@ async def test_span_hosts_and_ptile() -> None:
     assert pends(out)["toobig"].reason == "not_enough_slots"
 
 
+async def test_predefined_ptile_takes_each_hosts_slot_count() -> None:
+    """LSF's span[ptile='!']: as many tasks per host as the host has slots (its
+    MXJ); the remainder goes on one more host of the same size."""
+    out = await process_events(
+        [
+            up("big", 8),
+            up("small1", 4),
+            up("small2", 4),
+            up("small3", 4),
+            submit("fills", "span[ptile='!']", 8),
+            submit("tiles", "span[ptile='!']", 10),
+            GO,
+        ]
+    )
+    # 8 tasks fit the 8-slot host exactly; 10 tasks take 4-slot hosts whole,
+    # the last one the remaining 2 (never a mix of host sizes in one job).
+    assert allocations(out) == {
+        "fills": [("big", 8)],
+        "tiles": [("small1", 4), ("small2", 4), ("small3", 2)],
+    }
+
+
+async def test_predefined_ptile_needs_whole_free_hosts() -> None:
+    out = await process_events(
+        [up("a", 4), up("b", 4), submit("r", "", 1), submit("p", "span[ptile='!']", 8), GO]
+    )
+    assert allocations(out) == {"r": [("a", 1)]}
+    assert pends(out)["p"].reason == "not_enough_slots"
+
+
+async def test_ptile_per_host_type() -> None:
+    """span[ptile='!',HP:2] same[type]: 2 tasks per HP host, the slot count of others."""
+    events = [
+        up("hp1", 4, type="HP"),
+        up("hp2", 4, type="HP"),
+        up("lx1", 8, type="LINUX"),
+    ]
+    out = await process_events([*events, submit("j", "span[ptile='!',HP:2] same[type]", 4), GO])
+    assert allocations(out) == {"j": [("hp1", 2), ("hp2", 2)]}
+    out = await process_events([*events, submit("j", "span[ptile='!',HP:2] same[type]", 8), GO])
+    assert allocations(out) == {"j": [("lx1", 8)]}  # HP would need 4 hosts of 2
+    # Without a default, hosts of unlisted types are not candidates: 8 tasks at
+    # 4 per LINUX host need two LINUX hosts, however many HP slots are free.
+    out = await process_events([*events, submit("j", "span[ptile=LINUX:4] same[type]", 8), GO])
+    assert pends(out)["j"].reason == "not_enough_slots"
+    more = [*events, up("lx2", 8, type="LINUX")]
+    out = await process_events([*more, submit("j", "span[ptile=LINUX:4] same[type]", 8), GO])
+    assert allocations(out) == {"j": [("lx1", 4), ("lx2", 4)]}
+
+
 async def test_same_attribute_keeps_hosts_in_one_group() -> None:
     out = await process_events(
         [

@@ -37,6 +37,12 @@ def test_span_plans() -> None:
     assert list(balanced_plans(8, Span(ptile=4))) == [(4, 4)]
     assert list(balanced_plans(3, Span(ptile=4))) == [(3,)]
     assert span_plan(5, Span(hosts=-1)) is None
+    # A ptile resolved for the candidates ('!' or per type) overrides the plain value.
+    varying = Span(ptile_max=True, ptile_by=(("HP", 2),))
+    assert span_plan(5, varying, 2) == (2, 2, 1)
+    assert span_plan(8, varying, 8) == (8,)
+    assert span_plan(5, varying) is None  # unresolved: the shape is free
+    assert list(balanced_plans(6, varying, ptile=4)) == [(4, 2)]
     assert list(balanced_plans(3, Span(hosts=-1))) == [(3,), (2, 1), (1, 1, 1)]
 
 

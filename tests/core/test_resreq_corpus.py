@@ -155,6 +155,26 @@ VALID: list[tuple[str, ResReq]] = [
     ("span[hosts=1]", primary(span=Span(hosts=1))),
     ("span[hosts=-1]", primary(span=Span(hosts=-1))),
     ("span[ ptile = 8 ]", primary(span=Span(ptile=8))),
+    # LSF's predefined ptile ('!': the host's MXJ) and per type/model values.
+    ("span[ptile='!']", primary(span=Span(ptile_max=True))),
+    (
+        "span[ptile='!',HP:8,SGI:8,LINUX:2] same[type]",
+        primary(
+            span=Span(ptile_max=True, ptile_by=(("HP", 8), ("SGI", 8), ("LINUX", 2))),
+            same=("type",),
+        ),
+    ),
+    (
+        "span[ptile='!',PC1133:4,PC233:2] same[model]",
+        primary(
+            span=Span(ptile_max=True, ptile_by=(("PC1133", 4), ("PC233", 2))), same=("model",)
+        ),
+    ),
+    (
+        "same[type:model] span[ptile=LINUX:2,SGI:4]",
+        primary(span=Span(ptile_by=(("LINUX", 2), ("SGI", 4))), same=("type", "model")),
+    ),
+    ("span[ptile=4, X86_64:2]", primary(span=Span(ptile=4, ptile_by=(("X86_64", 2),)))),
     ("same[type]", primary(same=("type",))),
     ("same[type:model]", primary(same=("type", "model"))),
     ("affinity[core(1)]", primary(affinity="core(1)")),
@@ -278,9 +298,13 @@ INVALID: list[tuple[str, int, str]] = [
     ("rusage[mem=1:duration=5:duration=6]", 24, "duplicate 'duration'"),
     ("rusage[mem=1||]", 14, "expected a resource name in rusage[]"),
     # -- span / same / order ------------------------------------------------------------------
-    ("span[ptile=abc]", 11, "expected a positive integer for ptile"),
+    ("span[ptile=abc]", 14, "expected ':' and a slot count after 'abc' in ptile"),
     ("span[ptile=0]", 11, "expected a positive integer for ptile"),
-    ("span[ptile=1.5]", 11, "expected a positive integer for ptile"),
+    ("span[ptile=1.5]", 11, "expected a positive integer, '!' or type:N for ptile"),
+    ("span[ptile='!',4]", 15, "ptile takes one default value"),
+    ("span[ptile=HP:8,HP:2]", 16, "duplicate ptile value for 'HP'"),
+    ("span[ptile=HP:0]", 14, "expected a positive integer for 'HP' in ptile"),
+    ("span[ptile='!',]", 15, "expected a positive integer, '!' or type:N for ptile"),
     ("span[hosts=0]", 11, "expected a positive integer or -1 for hosts"),
     ("span[foo=1]", 5, "unknown span option 'foo'"),
     ("span[hosts=1:ptile=2]", 13, "not both"),

@@ -36,22 +36,37 @@ __all__ = [
     "NAME_RE",
     "NUM",
     "NUMBER_RE",
+    "UNIT_RE",
     "OP",
     "STR",
     "Token",
     "format_number",
     "parse_number",
     "tokenize_select",
+    "unit_factor",
 ]
 
 # ASCII digits only: \d would also accept the digits of other scripts.
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 NUMBER_RE: Final = re.compile(_NUMBER)
+# LSF's size units (KB or K, MB or M, ... ZB or Z) right after a number, as in
+# rusage[mem=4GB] or select[mem>512M]; sizes are in MB, so 4GB is 4096.
+_UNIT = r"(?:[KMGTPEZkmgtpez][Bb]?)(?![A-Za-z0-9_.])"
+UNIT_RE: Final = re.compile(_UNIT)
+_MB_PER_UNIT: Final = {
+    "k": 1 / 1024,
+    "m": 1.0,
+    "g": 1024.0,
+    "t": 1024.0**2,
+    "p": 1024.0**3,
+    "e": 1024.0**4,
+    "z": 1024.0**5,
+}
 NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # One token after optional whitespace; operators longest first, so "<=" beats "<".
 _TOKEN_RE: Final = re.compile(
     rf"""\s*(?:
-        (?P<num>{_NUMBER})
+        (?P<num>{_NUMBER})(?P<unit>{_UNIT})?
       | (?P<word>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)
       | (?P<str>'[^']*'|"[^"]*")
       | (?P<op>==|!=|<=|>=|&&|\|\||[<>=!+\-*/()])
@@ -90,6 +105,11 @@ def parse_number(source: str, match: re.Match[str]) -> float:
     return value
 
 
+def unit_factor(unit: str) -> float:
+    """MB per ``unit`` (a ``UNIT_RE`` match: ``G`` or ``GB`` → 1024)."""
+    return _MB_PER_UNIT[unit[0].lower()]
+
+
 def format_number(value: float) -> str:
     """The canonical spelling of a number: integral values without a fraction
     (``4000``, not ``4000.0``), others as Python's shortest round-tripping repr
@@ -114,6 +134,8 @@ def tokenize_select(source: str, start: int, end: int) -> list[Token]:
     while (match := match_token(source, pos, end)) is not None:
         kind = match.lastgroup
         assert kind is not None  # every alternative is a named group
+        if kind == "unit":
+            kind = "num"
         column = match.start(kind)
         text = match.group(kind)
         if kind == "op":
@@ -130,6 +152,9 @@ def tokenize_select(source: str, start: int, end: int) -> list[Token]:
                 append(Token(NAME, text, text, column))
         elif kind == "num":
             value = float(text)
+            unit = match.group("unit")
+            if unit is not None:
+                value *= unit_factor(unit)
             if not math.isfinite(value):
                 raise ResReqSyntaxError("number out of range", source, column)
             append(Token(NUM, text, value, column))

@@ -30,6 +30,9 @@ Grammar (whitespace is allowed between all pieces)::
   brackets inside affinity must balance.
 * An rusage amount may carry LSF's reservation method: ``mem=100/task``,
   ``mem=100/host``, ``lic=1/job``.
+* Numbers in select and rusage amounts may carry LSF's size units, ``KB``/``K``
+  to ``ZB``/``Z`` (any case): sizes are in MB, so ``mem=4GB`` is ``mem=4096``
+  and ``mem>512K`` is ``mem>0.5``. The canonical form prints MB.
 * Compound: every part but the last needs a positive count ``N*``; a compound
   of one part needs one too (``{...}`` alone is an alternative).
 * Alternative: any top-level ``{...}`` starts one, so ``{select[a]}`` is an
@@ -56,7 +59,14 @@ from itertools import groupby
 from typing import Final, NoReturn
 
 from xce_core._errors import ResReqSyntaxError
-from xce_core._resreq_lex import NAME_RE, NUMBER_RE, format_number, parse_number
+from xce_core._resreq_lex import (
+    NAME_RE,
+    NUMBER_RE,
+    UNIT_RE,
+    format_number,
+    parse_number,
+    unit_factor,
+)
 from xce_core._resreq_types import (
     Alternative,
     Compound,
@@ -383,6 +393,10 @@ class _Parser:
                 if any(term.name == name for term in terms):
                     self.fail(f"duplicate resource {name!r} in rusage[]", column)
                 amount, pos = self.number(pos, end, f"a non-negative amount for {name!r}")
+                unit = UNIT_RE.match(text, pos, end)
+                if unit is not None:  # rusage[mem=4GB]: sizes are in MB
+                    amount *= unit_factor(unit.group())
+                    pos = unit.end()
                 per = None
                 suffix = _PER.match(text, pos, end)
                 if suffix is not None:

@@ -129,6 +129,14 @@ VALID: list[tuple[str, ResReq]] = [
         ),
     ),
     ("rusage[mem=2048/host]", primary(rusage=usage([RusageTerm("mem", 2048, per="host")]))),
+    # -- size units (LSF 10.1.0.2+): KB/K ... ZB/Z, in MB --------------------------------------
+    ("rusage[mem=4GB]", primary(rusage=usage([T("mem", 4096)]))),
+    ("rusage[mem=4G]", primary(rusage=usage([T("mem", 4096)]))),
+    ("rusage[mem=512MB:swp=1G]", primary(rusage=usage([T("mem", 512), T("swp", 1024)]))),
+    ("rusage[mem=2g/task]", primary(rusage=usage([RusageTerm("mem", 2048, per="task")]))),
+    ("select[mem > 4G]", primary("mem>4096")),
+    ("select[mem>=1.5GB && swp>512KB]", primary("mem>=1536 && swp>0.5")),
+    ("mem>1T", primary("mem>1048576")),
     (
         "select[type==any] cu[type=enclosure:maxcus=2]",
         Primary(select=compile_select("type==any"), cu="type=enclosure:maxcus=2"),
@@ -289,7 +297,6 @@ INVALID: list[tuple[str, int, str]] = [
     ("rusage[mem=-1]", 11, "non-negative amount for 'mem'"),
     ("rusage[mem=]", 11, "non-negative amount for 'mem'"),
     ("rusage[mem]", 10, "expected '=' after 'mem'"),
-    ("rusage[mem=4G]", 12, "expected ':', ',', '||' or ']'"),
     ("rusage[mem=1;tmp=2]", 12, "expected ':', ',', '||' or ']'"),
     ("rusage[mem=1:mem=2]", 13, "duplicate resource 'mem'"),
     ("rusage[duration=5]", 7, "expected a resource term before 'duration'"),
@@ -298,6 +305,8 @@ INVALID: list[tuple[str, int, str]] = [
     ("rusage[mem=1:duration=5:duration=6]", 24, "duplicate 'duration'"),
     ("rusage[mem=1||]", 14, "expected a resource name in rusage[]"),
     # -- span / same / order ------------------------------------------------------------------
+    ("rusage[mem=4GiB]", 12, "expected ':', ',', '||' or ']' in rusage[]"),
+    ("select[mem>4Gx]", 12, "found 'Gx'"),
     ("span[ptile=abc]", 14, "expected ':' and a slot count after 'abc' in ptile"),
     ("span[ptile=0]", 11, "expected a positive integer for ptile"),
     ("span[ptile=1.5]", 11, "expected a positive integer, '!' or type:N for ptile"),

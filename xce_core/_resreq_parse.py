@@ -21,6 +21,9 @@ Grammar (whitespace is allowed between all pieces)::
   minutes, or seconds/minutes/hours with an ``s``/``m``/``h`` suffix; it is
   stored in minutes. ``decay`` is 0 or 1. Amounts are non-negative numbers; a
   resource may appear once per alternative.
+* Multi-phase rusage: ``mem=(500 300 200):duration=(20 30):decay=(1 0)``, amounts
+  never increasing, a duration for every phase but (optionally) the last, at
+  most one decay per phase; list-valued options need multi-phase terms.
 * ``span[hosts=1]`` (``hosts`` is a positive integer, or -1 meaning no
   constraint, stored as given) or ``span[ptile=...]``, not both. A ptile is a
   positive integer, ``'!'`` (each host's slot count, LSF's MXJ), and/or values
@@ -89,6 +92,7 @@ _PER: Final = re.compile(r"/\s*(task|host|job)\b")
 _SECTION_HEAD: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
 _COUNT: Final = re.compile(r"([0-9]+)\s*\*\s*\{")
 _INTEGER: Final = re.compile(r"-?[0-9]+(?![\w.])")
+_ITEM: Final = re.compile(r"[^\s)]+")  # one phase value inside ( )
 _PTILE_MAX: Final = re.compile(r"'!'|\"!\"|!")
 # One step of a bare select: a quoted string (possibly unterminated, so the select
 # lexer reports it), a word (group 2 set if it opens a section), or one character
@@ -382,21 +386,30 @@ class _Parser:
                 if name in options:
                     self.fail(f"duplicate {name!r} for the same terms", column)
                 options.add(name)
-                value, pos = self.rusage_option(name, pos, end)
-                for index in run:
-                    term = terms[index]
-                    if name == "duration":
-                        terms[index] = replace(term, duration=value)
-                    else:
-                        terms[index] = replace(term, decay=value)
+                if text.startswith("(", pos, end):  # per phase: duration=(20 30)
+                    values, pos = self.phase_options(name, pos, end, [terms[i] for i in run])
+                    for index in run:
+                        if name == "duration":
+                            terms[index] = replace(terms[index], durations=values)
+                        else:
+                            terms[index] = replace(terms[index], decays=values)
+                else:
+                    value, pos = self.rusage_option(name, pos, end)
+                    for index in run:
+                        term = terms[index]
+                        if name == "duration":
+                            terms[index] = replace(term, duration=value)
+                        else:
+                            terms[index] = replace(term, decay=value)
             else:
                 if any(term.name == name for term in terms):
                     self.fail(f"duplicate resource {name!r} in rusage[]", column)
-                amount, pos = self.number(pos, end, f"a non-negative amount for {name!r}")
-                unit = UNIT_RE.match(text, pos, end)
-                if unit is not None:  # rusage[mem=4GB]: sizes are in MB
-                    amount *= unit_factor(unit.group())
-                    pos = unit.end()
+                phases: tuple[float, ...] = ()
+                if text.startswith("(", pos, end):  # multi-phase: mem=(500 300 200)
+                    phases, pos = self.phase_amounts(name, pos, end)
+                    amount = phases[0]
+                else:
+                    amount, pos = self.amount(name, pos, end)
                 per = None
                 suffix = _PER.match(text, pos, end)
                 if suffix is not None:
@@ -406,7 +419,7 @@ class _Parser:
                 if options:  # a resource after options starts a new run
                     run, options = [], set()
                 run.append(len(terms))
-                terms.append(RusageTerm(name, amount, per=per))
+                terms.append(RusageTerm(name, amount, per=per, phases=phases))
             pos = self.skip(pos, end)
             if pos >= end or text.startswith("||", pos, end):
                 return tuple(terms), pos
@@ -415,6 +428,60 @@ class _Parser:
             elif text[pos] != ":":
                 self.fail("expected ':', ',', '||' or ']' in rusage[]", pos)
             pos += 1
+
+    def amount(self, name: str, pos: int, end: int) -> tuple[float, int]:
+        """A non-negative amount, with an optional size unit (``4GB``: in MB)."""
+        amount, pos = self.number(pos, end, f"a non-negative amount for {name!r}")
+        unit = UNIT_RE.match(self.text, pos, end)
+        if unit is not None:
+            amount *= unit_factor(unit.group())
+            pos = unit.end()
+        return amount, pos
+
+    def phase_list(self, pos: int, end: int, what: str) -> tuple[list[int], int]:
+        """Columns of the whitespace-separated items of ``( ... )`` at ``pos``;
+        returns them and the position after ``)``."""
+        close = self.text.find(")", pos, end)
+        if close < 0:
+            self.fail(f"expected ')' to close the {what} phases", pos)
+        columns = [m.start() for m in _ITEM.finditer(self.text, pos + 1, close)]
+        if not columns:
+            self.fail(f"expected at least one {what} in ( )", pos + 1)
+        return columns, close + 1
+
+    def phase_amounts(self, name: str, pos: int, end: int) -> tuple[tuple[float, ...], int]:
+        """``(500 300 200)``: one amount per phase, never increasing (LSF)."""
+        columns, after = self.phase_list(pos, end, "amount")
+        amounts: list[float] = []
+        for column in columns:
+            amount, stop = self.amount(name, column, after - 1)
+            if stop < after - 1 and not self.text[stop].isspace():
+                self.fail("expected a space between phase amounts", stop)
+            if amounts and amount > amounts[-1]:
+                self.fail(f"multi-phase amounts for {name!r} cannot increase", column)
+            amounts.append(amount)
+        return tuple(amounts), after
+
+    def phase_options(
+        self, name: str, pos: int, end: int, run: list[RusageTerm]
+    ) -> tuple[tuple[float, ...], int]:
+        """``duration=(20 30)`` / ``decay=(1 0)`` for multi-phase terms: at most one
+        per phase (a duration may leave the last phase open)."""
+        if not run or any(not term.phases for term in run):
+            self.fail(f"a {name} per phase needs multi-phase amounts, like mem=(500 300)", pos)
+        columns, after = self.phase_list(pos, end, name)
+        values: list[float] = []
+        for column in columns:
+            value, stop = self.rusage_option(name, column, after - 1)
+            if stop < after - 1 and not self.text[stop].isspace():
+                self.fail(f"expected a space between {name} values", stop)
+            values.append(value)
+        phases = min(len(term.phases) for term in run)
+        if len(values) > phases:
+            self.fail(f"{len(values)} {name} values for {phases} phases", pos)
+        if name == "duration" and len(values) < phases - 1:
+            self.fail(f"every phase but the last needs a duration ({phases - 1} wanted)", pos)
+        return tuple(values), after
 
     def rusage_option(self, name: str, pos: int, end: int) -> tuple[float, int]:
         """The value of ``duration=`` (in minutes) or ``decay=`` starting at ``pos``."""
@@ -551,14 +618,25 @@ def _format_span(span: Span) -> str:
 
 def _format_rusage(terms: tuple[RusageTerm, ...]) -> str:
     runs = []
-    for (duration, decay), run in groupby(terms, key=lambda term: (term.duration, term.decay)):
-        text = ":".join(
-            f"{term.name}={format_number(term.amount)}" + (f"/{term.per}" if term.per else "")
-            for term in run
-        )
+    for (duration, decay, durations, decays), run in groupby(
+        terms, key=lambda term: (term.duration, term.decay, term.durations, term.decays)
+    ):
+        text = ":".join(map(_format_term, run))
         if duration is not None:
             text += f":duration={format_number(duration)}"
+        if durations:
+            text += ":duration=(" + " ".join(map(format_number, durations)) + ")"
         if decay is not None:
             text += f":decay={format_number(decay)}"
+        if decays:
+            text += ":decay=(" + " ".join(map(format_number, decays)) + ")"
         runs.append(text)
     return ",".join(runs)
+
+
+def _format_term(term: RusageTerm) -> str:
+    if term.phases:
+        amount = "(" + " ".join(map(format_number, term.phases)) + ")"
+    else:
+        amount = format_number(term.amount)
+    return f"{term.name}={amount}" + (f"/{term.per}" if term.per else "")

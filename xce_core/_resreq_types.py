@@ -68,6 +68,11 @@ class RusageTerm:
     per job. ``per`` records LSF's explicit reservation method: ``"task"``,
     ``"host"`` (once on every host of the allocation) or ``"job"`` (once for the
     whole job). ``duration`` (minutes) and ``decay`` are carried, not yet acted on.
+
+    A multi-phase reservation (LSF: ``mem=(500 300 200):duration=(20 30):decay=(1 0)``)
+    keeps every phase's amount in ``phases``, non-increasing, and the per-phase
+    ``durations``/``decays`` as written; ``amount`` is the first phase, which is
+    what the job holds (the later, smaller phases are carried like ``duration``).
     """
 
     name: str
@@ -75,6 +80,9 @@ class RusageTerm:
     duration: float | None = None
     decay: float | None = None
     per: str | None = None
+    phases: tuple[float, ...] = ()
+    durations: tuple[float, ...] = ()
+    decays: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

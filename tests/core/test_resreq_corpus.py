@@ -129,6 +129,34 @@ VALID: list[tuple[str, ResReq]] = [
         ),
     ),
     ("rusage[mem=2048/host]", primary(rusage=usage([RusageTerm("mem", 2048, per="host")]))),
+    # -- multi-phase rusage (LSF 9.1+): the job holds the first phase ------------------------
+    (
+        "rusage[mem=(500 300 200):duration=(20 30):decay=(1 0)]",
+        primary(
+            rusage=usage(
+                [
+                    RusageTerm(
+                        "mem",
+                        500,
+                        phases=(500, 300, 200),
+                        durations=(20, 30),
+                        decays=(1, 0),
+                    )
+                ]
+            )
+        ),
+    ),
+    (
+        "rusage[mem=(2G 1G):duration=(1h), lic=1]",
+        primary(
+            rusage=usage(
+                [
+                    RusageTerm("mem", 2048, phases=(2048, 1024), durations=(60,)),
+                    T("lic", 1),
+                ]
+            )
+        ),
+    ),
     # -- size units (LSF 10.1.0.2+): KB/K ... ZB/Z, in MB --------------------------------------
     ("rusage[mem=4GB]", primary(rusage=usage([T("mem", 4096)]))),
     ("rusage[mem=4G]", primary(rusage=usage([T("mem", 4096)]))),
@@ -305,6 +333,12 @@ INVALID: list[tuple[str, int, str]] = [
     ("rusage[mem=1:duration=5:duration=6]", 24, "duplicate 'duration'"),
     ("rusage[mem=1||]", 14, "expected a resource name in rusage[]"),
     # -- span / same / order ------------------------------------------------------------------
+    ("rusage[mem=(100 200)]", 16, "multi-phase amounts for 'mem' cannot increase"),
+    ("rusage[mem=(300 200 100):duration=(10)]", 34, "every phase but the last needs a duration"),
+    ("rusage[mem=(200 100):duration=(10 5 3)]", 30, "3 duration values for 2 phases"),
+    ("rusage[mem=200:duration=(10)]", 24, "a duration per phase needs multi-phase amounts"),
+    ("rusage[mem=(200 100]", 11, "expected ')' to close the amount phases"),
+    ("rusage[mem=(200,100)]", 15, "expected a space between phase amounts"),
     ("rusage[mem=4GiB]", 12, "expected ':', ',', '||' or ']' in rusage[]"),
     ("select[mem>4Gx]", 12, "found 'Gx'"),
     ("span[ptile=abc]", 14, "expected ':' and a slot count after 'abc' in ptile"),

@@ -12,7 +12,8 @@ Grammar (whitespace is allowed between all pieces)::
 
 * A leading bare select (``type==X86_64 order[mem]``) is the select section; it
   must come first, and ``select[...]`` after it is a duplicate.
-* ``order[r15s:-pg]``: keys separated by ``:``, ``-`` reverses one.
+* ``order[r15s:-pg]``: keys separated by ``:``, ``-`` reverses one. A leading
+  ``!`` (LSF: re-sort before each job) is kept as ``order_resort``.
 * ``rusage[mem=100:swp=50:duration=1h, lic=1||lic2=1]``: ``||`` separates
   alternatives; ``:`` and ``,`` both separate terms of one alternative.
   ``duration=`` and ``decay=`` are options, not resources: as in LSF they apply
@@ -219,6 +220,7 @@ class _Parser:
         seen: set[str] = set()
         select: SelectExpr | None = None
         order: tuple[OrderKey, ...] = ()
+        resort = False
         rusage: tuple[tuple[RusageTerm, ...], ...] = ()
         span: Span | None = None
         same: tuple[str, ...] = ()
@@ -254,7 +256,9 @@ class _Parser:
             if name == "select":
                 select = compile_select_span(text, start, close)
             elif name == "order":
-                order = self.order(start, close)
+                bang = self.skip(start, close)
+                resort = text.startswith("!", bang, close)
+                order = self.order(bang + 1 if resort else start, close)
             elif name == "rusage":
                 rusage = self.rusage(start, close)
             elif name == "span":
@@ -270,7 +274,7 @@ class _Parser:
                 if not affinity:
                     self.fail("expected an affinity description in affinity[]", close)
             pos = self.skip(close + 1)
-        return Primary(select, order, rusage, span, same, affinity, count, cu), pos
+        return Primary(select, order, rusage, span, same, affinity, count, cu, resort), pos
 
     def bare_select_end(self, pos: int) -> int:
         """Where a select written without ``select[`` ends: at the first section
@@ -594,7 +598,7 @@ def _format_primary(primary: Primary) -> str:
         sections.append(f"select[{primary.select.text}]")
     if primary.order:
         keys = ":".join(("-" if key.reverse else "") + key.name for key in primary.order)
-        sections.append(f"order[{keys}]")
+        sections.append(f"order[{'!' if primary.order_resort else ''}{keys}]")
     if primary.rusage:
         sections.append("rusage[" + "||".join(map(_format_rusage, primary.rusage)) + "]")
     if primary.span is not None:

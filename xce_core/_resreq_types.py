@@ -147,6 +147,9 @@ class Primary:
     affinity: str | None = None
     count: int | None = None
     cu: str | None = None
+    # order[!...]: LSF re-sorts the candidates before each job; carried (xce
+    # sorts once per session, as LSF does without '!').
+    order_resort: bool = False
 
     def __str__(self) -> str:
         from xce_core._resreq_parse import format_resreq  # here: the parser imports us

@@ -129,6 +129,12 @@ VALID: list[tuple[str, ResReq]] = [
         ),
     ),
     ("rusage[mem=2048/host]", primary(rusage=usage([RusageTerm("mem", 2048, per="host")]))),
+    # -- order[!...]: LSF re-sorts before each job; carried -----------------------------------
+    ("order[!ut]", Primary(order=(OrderKey("ut"),), order_resort=True)),
+    (
+        "order[! -mem:ut]",
+        Primary(order=(OrderKey("mem", True), OrderKey("ut")), order_resort=True),
+    ),
     # -- multi-phase rusage (LSF 9.1+): the job holds the first phase ------------------------
     (
         "rusage[mem=(500 300 200):duration=(20 30):decay=(1 0)]",
@@ -333,6 +339,7 @@ INVALID: list[tuple[str, int, str]] = [
     ("rusage[mem=1:duration=5:duration=6]", 24, "duplicate 'duration'"),
     ("rusage[mem=1||]", 14, "expected a resource name in rusage[]"),
     # -- span / same / order ------------------------------------------------------------------
+    ("order[!]", 7, "expected a resource name in order[]"),
     ("rusage[mem=(100 200)]", 16, "multi-phase amounts for 'mem' cannot increase"),
     ("rusage[mem=(300 200 100):duration=(10)]", 34, "every phase but the last needs a duration"),
     ("rusage[mem=(200 100):duration=(10 5 3)]", 30, "3 duration values for 2 phases"),

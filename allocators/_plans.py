@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from xce_core import Plan, Span, balanced_partition
+from xce_core import Plan, PrimaryRequest, SchedContext, Span, balanced_partition
 
-__all__ = ["balanced_plans", "span_plan"]
+__all__ = [
+    "balanced_plans",
+    "block_plan",
+    "host_capacities",
+    "shaped_plans",
+    "span_plan",
+    "stripe_plan",
+]
 
 
 def span_plan(tasks: int, span: Span | None, ptile: int | None = None) -> Plan | None:
@@ -59,3 +66,83 @@ def balanced_plans(
     last = tasks if max_hosts is None else min(tasks, max_hosts)
     for hosts in range(first, last + 1):
         yield balanced_partition(tasks, hosts)
+
+
+def host_capacities(ctx: SchedContext, request: PrimaryRequest) -> list[int]:
+    """How many of the request's tasks each candidate host could take now, in
+    candidate order (free slots, and each consumable's free amount over its
+    per-task need, after this attempt's tentative claims)."""
+    caps = []
+    amounts = ctx.amounts
+    for w in request.candidates.workers:
+        cap = ctx.free_slots(w)
+        for name, per_task, per_host in request.want:
+            free = w.available(name)
+            if free is None:
+                cap = 0
+                break
+            free -= amounts.get((w.index, name), 0.0) + per_host
+            if free < -1e-9:
+                cap = 0
+            elif per_task > 0:
+                cap = min(cap, int((free + 1e-9) // per_task))
+        caps.append(max(cap, 0))
+    return caps
+
+
+def block_plan(tasks: int, block: int, caps: list[int]) -> Plan | None:
+    """``span[block=B]``: walk the hosts once, in order, each taking as many whole
+    blocks as it can; a remainder (``tasks`` not a multiple of B) is one more
+    bucket. ``None`` when the blocks do not fit."""
+    blocks, rest = divmod(tasks, block)
+    buckets: list[int] = []
+    for cap in caps:
+        if not blocks:
+            break
+        take = min(cap // block, blocks)
+        if take:
+            buckets.append(take * block)
+            blocks -= take
+    if blocks:
+        return None
+    if rest:
+        buckets.append(rest)  # the bucket loop finds it a host of its own
+    return tuple(buckets)
+
+
+def stripe_plan(tasks: int, caps: list[int], per_host: int | None = None) -> Plan | None:
+    """``span[stripe]``: tasks dealt one at a time round the hosts that still have
+    room (at most ``per_host`` each), so they spread as evenly as capacity allows
+    (4 tasks on 3 free hosts → 2, 1, 1). ``None`` when they do not fit."""
+    room = [min(cap, per_host) if per_host is not None else cap for cap in caps]
+    room = [cap for cap in room if cap > 0]
+    if sum(room) < tasks:
+        return None
+    counts = [0] * len(room)
+    left = tasks
+    while left:
+        for i, cap in enumerate(room):
+            if counts[i] < cap:
+                counts[i] += 1
+                left -= 1
+                if not left:
+                    break
+    return tuple(n for n in counts if n)
+
+
+def shaped_plans(request: PrimaryRequest, ctx: SchedContext) -> Iterator[Plan]:
+    """The one plan ``span[block=B]`` or ``span[stripe]`` gives on the hosts as
+    they are now (nothing when it does not fit). Buckets are in candidate order,
+    so the bucket loop's first fit puts each on the host it was counted for."""
+    span = request.primary.span
+    if span is None:
+        return
+    caps = host_capacities(ctx, request)
+    if span.block is not None:
+        plan = block_plan(request.tasks, span.block, caps)
+    elif span.stripe:
+        plan = stripe_plan(request.tasks, caps, span.stripe_max)
+    else:
+        return
+    if plan is not None:
+        yield plan

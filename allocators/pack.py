@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from allocators._plans import balanced_plans, span_plan
+from allocators._plans import balanced_plans, host_capacities, shaped_plans, span_plan
 from xce_core import (
     Allocator,
     Plan,
@@ -34,30 +34,17 @@ class PackAllocator(Allocator):
 
 
 def task_capacity(ctx: SchedContext, request: PrimaryRequest) -> list[int]:
-    """How many of the request's tasks each candidate host could take now, largest first."""
-    caps = []
-    amounts = ctx.amounts
-    for w in request.candidates.workers:
-        cap = ctx.free_slots(w)
-        for name, per_task, per_host in request.want:
-            free = w.available(name)
-            if free is None:
-                cap = 0
-                break
-            free -= amounts.get((w.index, name), 0.0) + per_host
-            if free < -1e-9:
-                cap = 0
-            elif per_task > 0:
-                cap = min(cap, int((free + 1e-9) // per_task))
-        if cap > 0:
-            caps.append(cap)
-    caps.sort(reverse=True)
-    return caps
+    """How many of the request's tasks each candidate host could take now, largest
+    first (hosts that can take none left out)."""
+    return sorted((cap for cap in host_capacities(ctx, request) if cap > 0), reverse=True)
 
 
 def _pack_then_balanced(request: PrimaryRequest, ctx: SchedContext) -> Iterator[Plan]:
     tasks = request.tasks
     span = request.primary.span
+    if span is not None and (span.block is not None or span.stripe):
+        yield from shaped_plans(request, ctx)  # the span fixes the split
+        return
     if span_plan(tasks, span, request.ptile) is None:
         packed: list[int] = []
         left = tasks

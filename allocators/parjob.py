@@ -2,12 +2,13 @@
 
 Tries 1, 2, … hosts, each the balanced partition with the largest bucket first
 (largest-first with first fit always finds a host assignment for a plan when one
-exists). ``span[hosts=1]`` and ``span[ptile=P]`` admit a single plan.
+exists). ``span[hosts=1]`` and ``span[ptile=P]`` admit a single plan;
+``span[block=B]`` and ``span[stripe]`` one plan shaped by the hosts' free capacity.
 """
 
 from __future__ import annotations
 
-from allocators._plans import balanced_plans
+from allocators._plans import balanced_plans, shaped_plans
 from xce_core import Allocator, PlanIterator, PlanStream, PrimaryRequest, SchedContext
 
 __all__ = ["ParJobAllocator"]
@@ -19,6 +20,9 @@ class ParJobAllocator(Allocator):
     name = "parjob"
 
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
+        span = request.primary.span
+        if span is not None and (span.block is not None or span.stripe):
+            return PlanStream(ctx, shaped_plans(request, ctx))  # the span fixes the split
         cands = request.candidates
         return PlanStream(
             ctx,

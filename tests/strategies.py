@@ -201,6 +201,8 @@ rusage_alternatives = st.lists(
 spans = st.one_of(
     st.builds(Span, hosts=st.sampled_from([1, -1]) | st.integers(min_value=1, max_value=64)),
     st.builds(Span, ptile=st.integers(min_value=1, max_value=64)),
+    st.builds(Span, block=st.integers(min_value=1, max_value=64)),
+    st.builds(Span, stripe=st.just(True), stripe_max=st.none() | st.integers(1, 64)),
     # LSF's '!' default and per type/model values (with an optional plain default).
     st.builds(
         Span,

@@ -28,7 +28,8 @@ Grammar (whitespace is allowed between all pieces)::
 * ``span[hosts=1]`` (``hosts`` is a positive integer, or -1 meaning no
   constraint, stored as given) or ``span[ptile=...]``, not both. A ptile is a
   positive integer, ``'!'`` (each host's slot count, LSF's MXJ), and/or values
-  for host types or models: ``span[ptile='!',HP:8,LINUX:2]``.
+  for host types or models: ``span[ptile='!',HP:8,LINUX:2]``. Also
+  ``span[block=B]`` and ``span[stripe]`` / ``span[stripe=M]`` (LSF 10.1).
 * ``same[type:model]``: resource names. ``affinity[...]`` and ``cu[...]``
   (LSF compute units): kept as the stripped raw text, carried, not acted on;
   brackets inside affinity must balance.
@@ -93,6 +94,7 @@ _PER: Final = re.compile(r"/\s*(task|host|job)\b")
 _SECTION_HEAD: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
 _COUNT: Final = re.compile(r"([0-9]+)\s*\*\s*\{")
 _INTEGER: Final = re.compile(r"-?[0-9]+(?![\w.])")
+_SPAN_OPTIONS: Final = ("hosts", "ptile", "block", "stripe")
 _ITEM: Final = re.compile(r"[^\s)]+")  # one phase value inside ( )
 _PTILE_MAX: Final = re.compile(r"'!'|\"!\"|!")
 # One step of a bare select: a quoted string (possibly unterminated, so the select
@@ -502,26 +504,43 @@ class _Parser:
     def span(self, start: int, end: int) -> Span:
         pos = self.skip(start, end)
         column = pos
-        name, pos = self.name(pos, end, "hosts= or ptile= in span[]")
-        if name not in ("hosts", "ptile"):
-            self.fail(f"unknown span option {name!r}; expected hosts or ptile", column)
-        pos = self.expect_equals(pos, end, name, "span")
-        if name == "ptile":
-            span, pos = self.ptile(pos, end)
+        name, pos = self.name(pos, end, "hosts=, ptile=, block= or stripe in span[]")
+        if name not in _SPAN_OPTIONS:
+            self.fail(
+                f"unknown span option {name!r}; expected hosts, ptile, block or stripe", column
+            )
+        pos = self.skip(pos, end)
+        if name == "stripe" and (pos >= end or self.text[pos] != "="):
+            span = Span(stripe=True)
         else:
-            match = _INTEGER.match(self.text, pos, end)
-            value = int(match.group()) if match is not None else 0
-            if match is None or value == 0 or value < -1:
-                self.fail("expected a positive integer or -1 for hosts", pos)
-            span, pos = Span(hosts=value), self.skip(match.end(), end)
+            pos = self.expect_equals(pos, end, name, "span")
+            if name == "ptile":
+                span, pos = self.ptile(pos, end)
+            else:
+                match = _INTEGER.match(self.text, pos, end)
+                value = int(match.group()) if match is not None else 0
+                if match is None or value == 0 or value < -1 or (name != "hosts" and value < 0):
+                    wanted = (
+                        "a positive integer or -1" if name == "hosts" else "a positive integer"
+                    )
+                    self.fail(f"expected {wanted} for {name}", pos)
+                if name == "hosts":
+                    span = Span(hosts=value)
+                elif name == "block":
+                    span = Span(block=value)
+                else:
+                    span = Span(stripe=True, stripe_max=value)
+                pos = self.skip(match.end(), end)
         if pos < end:
             if self.text[pos] in ":,":
                 again = self.skip(pos + 1, end)
                 other = NAME_RE.match(self.text, again, end)
-                if other is not None and other.group() in ("hosts", "ptile"):
+                if other is not None and other.group() in _SPAN_OPTIONS:
                     if other.group() == name:
                         self.fail(f"duplicate span option {name!r}", again)
-                    self.fail("span[] takes hosts= or ptile=, not both", again)
+                    self.fail(
+                        f"span[] takes one option, not both {name} and {other.group()}", again
+                    )
             self.fail("expected ']' to end span[]", pos)
         return span
 
@@ -548,14 +567,11 @@ class _Parser:
                 pos = match.end()
             else:
                 name, pos = self.name(pos, end, "a positive integer, '!' or type:N for ptile")
-                if name in ("hosts", "ptile"):
-                    duplicate = f"duplicate span option {name!r}"
-                    self.fail(
-                        duplicate
-                        if name == "ptile"
-                        else "span[] takes hosts= or ptile=, not both",
-                        column,
-                    )
+                if name in _SPAN_OPTIONS:
+                    if name == "ptile":
+                        self.fail("duplicate span option 'ptile'", column)
+                    self.fail(f"span[] takes one option, not both ptile and {name}", column)
+
                 if any(name == seen for seen, _ in by):
                     self.fail(f"duplicate ptile value for {name!r}", column)
                 pos = self.skip(pos, end)
@@ -615,6 +631,10 @@ def _format_primary(primary: Primary) -> str:
 def _format_span(span: Span) -> str:
     if span.hosts is not None:
         return f"hosts={span.hosts}"
+    if span.block is not None:
+        return f"block={span.block}"
+    if span.stripe:
+        return "stripe" if span.stripe_max is None else f"stripe={span.stripe_max}"
     values = ["'!'"] if span.ptile_max else [] if span.ptile is None else [str(span.ptile)]
     values += [f"{name}:{value}" for name, value in span.ptile_by]
     return "ptile=" + ",".join(values)

@@ -95,7 +95,8 @@ class OrderKey:
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """``span[hosts=1]`` (all tasks on one host) or ``span[ptile=...]`` (tasks per host).
+    """``span[hosts=1]`` (all tasks on one host), ``span[ptile=...]`` (tasks per
+    host), ``span[block=B]`` or ``span[stripe[=M]]``: one option per span.
 
     ``ptile`` is the plain value (``ptile=4``). LSF's other forms:
     ``ptile_max`` is ``ptile='!'`` (each host's own slot count, LSF's MXJ), and
@@ -108,6 +109,14 @@ class Span:
     ptile: int | None = None
     ptile_max: bool = False
     ptile_by: tuple[tuple[str, int], ...] = ()
+    # span[block=B]: tasks in blocks of B, as many blocks per host as fit, each
+    # host considered once, in candidate order (the remainder of tasks not a
+    # multiple of B goes on one more host).
+    block: int | None = None
+    # span[stripe] / span[stripe=M]: tasks spread as evenly as the hosts' free
+    # capacity allows, at most M per host.
+    stripe: bool = False
+    stripe_max: int | None = None
 
     @property
     def varies(self) -> bool:

@@ -97,6 +97,28 @@ async def test_ptile_per_host_type() -> None:
     assert allocations(out) == {"j": [("lx1", 4), ("lx2", 4)]}
 
 
+@pytest.mark.parametrize("allocator", ["parjob", "parjob_pack"])
+async def test_span_block_and_stripe(allocator: str) -> None:
+    """LSF 10.1's span[block=B] packs whole blocks host by host; span[stripe]
+    spreads tasks over as many hosts as it can."""
+    core = SchedulerCore(SchedulerConfig(parallel_allocator=allocator))
+    hosts = [up("a", 8), up("b", 8), up("c", 8), up("d", 8)]
+    out = await process_events(
+        [*hosts, up("busy", 8), submit("r", "", 5), submit("blk", "span[block=4]", 16), GO],
+        core=core,
+    )
+    assert allocations(out)["blk"] == [("b", 8), ("c", 8)]  # a has 3 free: no block fits
+    core = SchedulerCore(SchedulerConfig(parallel_allocator=allocator))
+    out = await process_events(
+        [*hosts[:3], submit("s", "span[stripe]", 4), submit("m", "span[stripe=1]", 3), GO],
+        core=core,
+    )
+    assert allocations(out) == {
+        "s": [("a", 2), ("b", 1), ("c", 1)],
+        "m": [("a", 1), ("b", 1), ("c", 1)],
+    }
+
+
 async def test_same_attribute_keeps_hosts_in_one_group() -> None:
     out = await process_events(
         [

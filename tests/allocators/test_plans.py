@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from allocators._plans import balanced_plans, span_plan
+from allocators._plans import balanced_plans, block_plan, span_plan, stripe_plan
 from tests.allocators.conftest import build, context_for
 from tests.helpers import up
 from xce_core import PlanStream, Span, balanced_partition
@@ -117,3 +117,24 @@ async def test_cancelled_session_interrupts_at_next_step() -> None:
         await stream.__anext__()
         pytest.fail("step after cancel did not raise")
     assert scope.cancelled_caught
+
+
+def test_block_plan_packs_whole_blocks_host_by_host() -> None:
+    # LSF's example: 16 tasks in blocks of 4 on hosts with 8 free slots each.
+    assert block_plan(16, 4, [8, 8, 8, 8]) == (8, 8)
+    assert block_plan(16, 4, [3, 8, 6, 8]) == (8, 4, 4)  # 3 < 4: skipped; 6 takes one block
+    assert block_plan(10, 4, [8, 8]) == (8, 2)  # the remainder is one more bucket
+    assert block_plan(16, 4, [8, 7]) is None
+    assert block_plan(2, 4, [1, 2]) == (2,)
+
+
+def test_stripe_plan_spreads_as_evenly_as_capacity_allows() -> None:
+    # LSF's examples: 4 tasks on 1, 2, 3 and 4 free hosts.
+    assert stripe_plan(4, [8]) == (4,)
+    assert stripe_plan(4, [8, 8]) == (2, 2)
+    assert stripe_plan(4, [8, 8, 8]) == (2, 1, 1)
+    assert stripe_plan(4, [8, 8, 8, 8]) == (1, 1, 1, 1)
+    assert stripe_plan(5, [1, 0, 8, 8]) == (1, 2, 2)  # full hosts are passed over
+    assert stripe_plan(4, [8, 8], per_host=1) is None
+    assert stripe_plan(4, [8, 8, 8], per_host=1) is None
+    assert stripe_plan(3, [8, 8, 8], per_host=1) == (1, 1, 1)

@@ -216,6 +216,10 @@ VALID: list[tuple[str, ResReq]] = [
         "same[type:model] span[ptile=LINUX:2,SGI:4]",
         primary(span=Span(ptile_by=(("LINUX", 2), ("SGI", 4))), same=("type", "model")),
     ),
+    # LSF 10.1: blocks of tasks, and tasks striped over hosts.
+    ("span[block=4]", primary(span=Span(block=4))),
+    ("span[stripe]", primary(span=Span(stripe=True))),
+    ("span[ stripe = 2 ]", primary(span=Span(stripe=True, stripe_max=2))),
     ("span[ptile=4, X86_64:2]", primary(span=Span(ptile=4, ptile_by=(("X86_64", 2),)))),
     ("same[type]", primary(same=("type",))),
     ("same[type:model]", primary(same=("type", "model"))),
@@ -325,7 +329,11 @@ INVALID: list[tuple[str, int, str]] = [
     ("order[mem:]", 10, "expected a resource name in order[]"),
     ("same[]", 5, "expected a resource name in same[]"),
     ("affinity[ ]", 10, "expected an affinity description"),
-    ("span[]", 5, "expected hosts= or ptile="),
+    ("span[]", 5, "expected hosts=, ptile=, block= or stripe in span[]"),
+    ("span[block=0]", 11, "expected a positive integer for block"),
+    ("span[stripe=0]", 12, "expected a positive integer for stripe"),
+    ("span[block=4:ptile=2]", 13, "span[] takes one option, not both block and ptile"),
+    ("span[block]", 10, "expected '=' after 'block' in span[]"),
     ("rusage[]", 7, "expected a resource name in rusage[]"),
     # -- rusage -------------------------------------------------------------------------------
     ("rusage[mem=-1]", 11, "non-negative amount for 'mem'"),

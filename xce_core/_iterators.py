@@ -192,35 +192,65 @@ class HostIterator:
         """The next candidate, skipping hosts whose index is in ``claimed``;
         ``None`` when exhausted. Synchronous: the caller owns the cancellation
         point (``__anext__`` is this plus a :class:`Pacer` step)."""
-        ctx = self._ctx
-        workers = self._workers
-        bucket = self._bucket
-        want = self._want
-        pos = self._pos
-        end = len(workers)
-        # Every tentative claim takes at least one slot, so a host absent from
-        # ctx.slots carries none: the committed check above is then the whole check.
-        tentative = ctx.slots
-        while pos < end:
-            w = workers[pos]
-            pos += 1
-            if w.slots - w.used_slots < bucket or (want and not _committed_fits(w, bucket, want)):
-                if self._frontier:
-                    ctx.session.cursors[self._cursor_key] = pos
-                continue
-            self._frontier = False
-            index = w.index
-            if index in claimed:
-                continue
-            if index not in tentative or ctx.fits(w, bucket, want):
-                self._pos = pos
-                return w
-        self._pos = pos
-        return None
+        found, self._pos, self._frontier = _scan(
+            self._ctx,
+            self._workers,
+            self._pos,
+            self._bucket,
+            self._want,
+            self._cursor_key,
+            self._frontier,
+            claimed,
+        )
+        return found
 
     async def aclose(self) -> None:
         """Nothing to release; present so callers can treat every iterator alike."""
         self._pos = len(self._workers)
+
+
+def first_host(
+    ctx: SchedContext, candidates: CandidateSet, bucket: int, want: Want
+) -> Worker | None:
+    """What a fresh ``HostIterator(ctx, candidates, bucket, want).next_host()``
+    returns, without building the iterator (the one-bucket case, once per job)."""
+    key = (candidates.key, bucket, want)
+    pos = ctx.session.cursors.get(key, 0)
+    return _scan(ctx, candidates.workers, pos, bucket, want, key, True, ())[0]
+
+
+def _scan(
+    ctx: SchedContext,
+    workers: list[Worker],
+    pos: int,
+    bucket: int,
+    want: Want,
+    cursor_key: tuple[object, ...],
+    frontier: bool,
+    claimed: Container[int],
+) -> tuple[Worker | None, int, bool]:
+    """The host iterator's one scan: from ``pos``, the first host with room for
+    the bucket; returns it (or ``None``), the position after it, and whether
+    every host so far was too full on committed state (``frontier``: the
+    session cursor for ``cursor_key`` then moves past them for good)."""
+    end = len(workers)
+    # Every tentative claim takes at least one slot, so a host absent from
+    # ctx.slots carries none: the committed check is then the whole check.
+    tentative = ctx.slots
+    while pos < end:
+        w = workers[pos]
+        pos += 1
+        if w.slots - w.used_slots < bucket or (want and not _committed_fits(w, bucket, want)):
+            if frontier:
+                ctx.session.cursors[cursor_key] = pos
+            continue
+        frontier = False
+        index = w.index
+        if index in claimed:
+            continue
+        if index not in tentative or ctx.fits(w, bucket, want):
+            return w, pos, frontier
+    return None, pos, frontier
 
 
 def _committed_fits(w: Worker, bucket: int, want: Want) -> bool:
@@ -320,7 +350,7 @@ def _place_one(ctx: SchedContext, candidates: CandidateSet, tasks: int, want: Wa
     """One bucket of ``tasks`` on the first host that fits (a fresh host iterator)."""
     if tasks > candidates.max_free or tasks < 1:
         return False
-    found = HostIterator(ctx, candidates, tasks, want).next_host()
+    found = first_host(ctx, candidates, tasks, want)
     if found is None:
         return False
     ctx.claim(found, tasks, want)

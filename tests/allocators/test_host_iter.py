@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from tests.allocators.conftest import build, context_for
 from tests.helpers import up
 from xce_core import HostIterator, Plan, PrimaryRequest, SchedContext, allocate_plans, parse_resreq
+from xce_core._iterators import first_host
 
 
 async def hosts(ctx: SchedContext, resreq: str, bucket: int, want=()) -> list[str]:  # type: ignore[no-untyped-def]
@@ -134,3 +135,18 @@ async def test_cursor_skips_full_hosts_but_not_tentatively_full_ones() -> None:
     # b is offered again once the tentative claim is gone; a is never revisited.
     assert [w.name async for w in HostIterator(ctx, cset, 1, ())] == ["b", "c"]
     assert ctx.session.cursors[(cset.key, 1, ())] == 1
+
+
+async def test_first_host_is_a_fresh_iterators_first_answer() -> None:
+    """first_host (the one-bucket shortcut) and HostIterator share one scan."""
+    core = build([up(n, s, {"mem": m}) for n, s, m in [("a", 1, 10), ("b", 2, 50), ("c", 4, 90)]])
+    core.state.by_name["a"].used_slots = 1  # committed full: the cursor passes it
+    ctx = context_for(core)
+    cset = ctx.session.candidates(parse_resreq(""))  # type: ignore[arg-type]
+    ctx.claim(core.state.by_name["b"], 1, (("mem", 30.0, 0.0),))  # tentatively half used
+    cases = [(1, ()), (2, ()), (1, (("mem", 20.0, 0.0),)), (1, (("mem", 30.0, 0.0),)), (3, ())]
+    for bucket, want in cases:
+        expected = HostIterator(ctx, cset, bucket, want).next_host()
+        assert first_host(ctx, cset, bucket, want) is expected, (bucket, want)
+    assert first_host(ctx, cset, 1, (("mem", 30.0, 0.0),)) is core.state.by_name["c"]
+    assert first_host(ctx, cset, 5, ()) is None

@@ -208,9 +208,14 @@ class _Prepared:
         """What allocators are asked for ``tasks`` tasks under ``usage``: one
         request per ``same[]`` group (read-only, so shared by every job)."""
         primary = self._primary
+        groups = self.groups
+        if tasks == 1 and primary.span is not None and primary.span.varies:
+            # One task takes one host whatever its ptile: no split by ptile.
+            cset, session = self.candidates, self._session
+            plain = session.same_groups(primary, cset) if primary.same else [cset]
+            groups = session.ptile_groups(primary.span, plain, split=False)
         return [
-            PrimaryRequest(primary, tasks, usage.want, group, usage.first_want)
-            for group in self.groups
+            PrimaryRequest(primary, tasks, usage.want, group, usage.first_want) for group in groups
         ]
 
 

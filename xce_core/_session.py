@@ -217,28 +217,31 @@ class SessionScratch:
             ]
         return groups
 
-    def ptile_groups(self, span: Span, groups: list[CandidateSet]) -> list[CandidateSet]:
+    def ptile_groups(
+        self, span: Span, groups: list[CandidateSet], *, split: bool = True
+    ) -> list[CandidateSet]:
         """Split each group by the tasks per host ``span`` gives its members
         (``ptile='!'``: each host's slot count; ``ptile='!',HP:8``: by type or
         model), so that every bucket of a plan has one size. Groups keep their
         order; within one, sub-groups come in the order of their first member.
-        Hosts ``span`` gives no value are left out."""
-        key = (tuple(g.key for g in groups), span)
-        split_groups = self._groups.get(key)
-        if split_groups is None:
-            split_groups = []
+        Hosts ``span`` gives no value are left out. ``split=False`` only leaves
+        those out (a one-task job: any ptile gives it one host, in worker order)."""
+        key = (tuple(g.key for g in groups), span, split)
+        result = self._groups.get(key)
+        if result is None:
+            result = []
             for group in groups:
-                split: dict[int, list[Worker]] = {}
+                by_ptile: dict[int | None, list[Worker]] = {}
                 for w in group.workers:
                     ptile = span.per_host(w.values)
                     if ptile is not None:
-                        split.setdefault(ptile, []).append(w)
-                split_groups += [
+                        by_ptile.setdefault(ptile if split else None, []).append(w)
+                result += [
                     CandidateSet(self._new_key(), members, group.max_free, group.free_only, ptile)
-                    for ptile, members in split.items()
+                    for ptile, members in by_ptile.items()
                 ]
-            self._groups[key] = split_groups
-        return split_groups
+            self._groups[key] = result
+        return result
 
     def _is_static(self, select: SelectExpr) -> bool:
         names = select.names

@@ -69,6 +69,21 @@ async def test_predefined_ptile_takes_each_hosts_slot_count() -> None:
     }
 
 
+async def test_a_one_task_job_with_predefined_ptile_takes_the_first_host() -> None:
+    """Any ptile gives one task one host, so worker order decides, not ptile groups."""
+    out = await process_events(
+        [
+            up("a", 4),
+            up("b", 8),
+            up("c", 4),
+            submit("r", "", 4),
+            submit("one", "span[ptile='!']"),
+            GO,
+        ]
+    )
+    assert allocations(out) == {"r": [("a", 4)], "one": [("b", 1)]}
+
+
 async def test_predefined_ptile_needs_whole_free_hosts() -> None:
     out = await process_events(
         [up("a", 4), up("b", 4), submit("r", "", 1), submit("p", "span[ptile='!']", 8), GO]

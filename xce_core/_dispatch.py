@@ -144,10 +144,7 @@ class Dispatcher:
         if lo == hi and prepared.plain:
             # The usual job: a fixed task count, one rusage, no shared resource.
             usage = prepared.options[0]
-            requests = usage.requests.get(lo)
-            if requests is None:
-                requests = usage.requests[lo] = prepared.requests(usage, lo)
-            for request in requests:
+            for request in prepared.requests(usage, lo):
                 if await allocator.allocate(request, ctx):
                     return True
             ctx.reason = session.explain(prepared.candidates, lo, usage.first_want, primary.select)
@@ -162,10 +159,7 @@ class Dispatcher:
                     if short:
                         reason = reason or PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
                         continue
-                requests = usage.requests.get(n)
-                if requests is None:
-                    requests = usage.requests[n] = prepared.requests(usage, n)
-                for request in requests:
+                for request in prepared.requests(usage, n):
                     if await allocator.allocate(request, ctx):
                         if shared:
                             ctx.claim_shared(shared)
@@ -206,7 +200,14 @@ class _Prepared:
 
     def requests(self, usage: _Usage, tasks: int) -> list[PrimaryRequest]:
         """What allocators are asked for ``tasks`` tasks under ``usage``: one
-        request per ``same[]`` group (read-only, so shared by every job)."""
+        request per ``same[]`` group (read-only, so shared by every job; made
+        on first use and kept in ``usage.requests``)."""
+        requests = usage.requests.get(tasks)
+        if requests is None:
+            requests = usage.requests[tasks] = self._make_requests(usage, tasks)
+        return requests
+
+    def _make_requests(self, usage: _Usage, tasks: int) -> list[PrimaryRequest]:
         primary = self._primary
         groups = self.groups
         if tasks == 1 and primary.span is not None and primary.span.varies:
@@ -235,7 +236,7 @@ class _Usage:
         job: dict[str, float] = {}
         self.shared_fixed: dict[str, float] = {}
         self.shared_per_task: dict[str, float] = {}
-        # Requests by task count, filled by _Prepared.requests on first use.
+        # Requests by task count, made by _Prepared.requests on first use.
         self.requests: dict[int, list[PrimaryRequest]] = {}
         for term in terms:
             if term.amount <= 0:

@@ -365,10 +365,7 @@ async def allocate_single(ctx: SchedContext, request: PrimaryRequest) -> bool:
     plan, without walking one (what :class:`SeqJobAllocator` runs for every
     sequential job). One step, one cancellation point.
     """
-    pacer = ctx.session.pacer
-    pacer.count += 1  # Pacer.tick, inlined: this runs once per sequential job
-    if pacer.count >= pacer.every or pacer.interrupt:
-        pacer.count = 0
+    if ctx.session.pacer.tick():
         await anyio.lowlevel.checkpoint()
     return _place_one(ctx, request.candidates, request.tasks, request.first_want)
 

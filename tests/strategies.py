@@ -184,6 +184,24 @@ select_hosts = st.dictionaries(
 )
 """Host values for select evaluation: a plain dict is a HostValues."""
 
+
+@st.composite
+def _multi_phase_terms(draw: st.DrawFn) -> RusageTerm:
+    """``name=(a b c):duration=(d e):decay=(x y)``: amounts never increase, a
+    duration for every phase but maybe the last, at most one decay per phase."""
+    phases = tuple(sorted(draw(st.lists(_RR_AMOUNT, min_size=1, max_size=4)), reverse=True))
+    durations = draw(st.lists(_RR_AMOUNT, min_size=len(phases) - 1, max_size=len(phases)))
+    decays = draw(st.lists(st.sampled_from([0.0, 1.0]), max_size=len(phases)))
+    return RusageTerm(
+        draw(_RR_NAMES),
+        phases[0],
+        per=draw(st.sampled_from([None, "task", "host", "job"])),
+        phases=phases,
+        durations=tuple(durations),
+        decays=tuple(decays),
+    )
+
+
 rusage_alternatives = st.lists(
     st.builds(
         RusageTerm,
@@ -192,7 +210,8 @@ rusage_alternatives = st.lists(
         duration=st.none() | _RR_AMOUNT,
         decay=st.sampled_from([None, 0.0, 1.0]),
         per=st.sampled_from([None, "task", "host", "job"]),
-    ),
+    )
+    | _multi_phase_terms(),
     min_size=1,
     max_size=4,
     unique_by=lambda term: term.name,

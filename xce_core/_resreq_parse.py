@@ -482,11 +482,12 @@ class _Parser:
             if stop < after - 1 and not self.text[stop].isspace():
                 self.fail(f"expected a space between {name} values", stop)
             values.append(value)
-        phases = min(len(term.phases) for term in run)
-        if len(values) > phases:
-            self.fail(f"{len(values)} {name} values for {phases} phases", pos)
-        if name == "duration" and len(values) < phases - 1:
-            self.fail(f"every phase but the last needs a duration ({phases - 1} wanted)", pos)
+        fewest = min(len(term.phases) for term in run)
+        most = max(len(term.phases) for term in run)
+        if len(values) > fewest:
+            self.fail(f"{len(values)} {name} values for {fewest} phases", pos)
+        if name == "duration" and len(values) < most - 1:
+            self.fail(f"every phase but the last needs a duration ({most - 1} wanted)", pos)
         return tuple(values), after
 
     def rusage_option(self, name: str, pos: int, end: int) -> tuple[float, int]:

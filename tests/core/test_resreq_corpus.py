@@ -351,6 +351,11 @@ INVALID: list[tuple[str, int, str]] = [
     ("rusage[mem=(100 200)]", 16, "multi-phase amounts for 'mem' cannot increase"),
     ("rusage[mem=(300 200 100):duration=(10)]", 34, "every phase but the last needs a duration"),
     ("rusage[mem=(200 100):duration=(10 5 3)]", 30, "3 duration values for 2 phases"),
+    (
+        "rusage[mem=(3 2):swp=(9 8 7 6):duration=(1 2)]",
+        40,
+        "every phase but the last needs a duration (3 wanted)",
+    ),
     ("rusage[mem=200:duration=(10)]", 24, "a duration per phase needs multi-phase amounts"),
     ("rusage[mem=(200 100]", 11, "expected ')' to close the amount phases"),
     ("rusage[mem=(200,100)]", 15, "expected a space between phase amounts"),

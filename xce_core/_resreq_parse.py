@@ -568,11 +568,6 @@ class _Parser:
                 pos = match.end()
             else:
                 name, pos = self.name(pos, end, "a positive integer, '!' or type:N for ptile")
-                if name in _SPAN_OPTIONS:
-                    if name == "ptile":
-                        self.fail("duplicate span option 'ptile'", column)
-                    self.fail(f"span[] takes one option, not both ptile and {name}", column)
-
                 if any(name == seen for seen, _ in by):
                     self.fail(f"duplicate ptile value for {name!r}", column)
                 pos = self.skip(pos, end)
@@ -585,9 +580,14 @@ class _Parser:
                 by.append((name, int(match.group())))
                 pos = match.end()
             pos = self.skip(pos, end)
+            span = Span(ptile=default, ptile_max=use_max, ptile_by=tuple(by))
             if pos >= end or text[pos] != ",":
-                return Span(ptile=default, ptile_max=use_max, ptile_by=tuple(by)), pos
-            pos = self.skip(pos + 1, end)
+                return span, pos
+            after = self.skip(pos + 1, end)
+            option = NAME_RE.match(text, after, end)
+            if option is not None and option.group() in _SPAN_OPTIONS:
+                return span, pos  # another span option: span() reports it
+            pos = after
 
 
 # -- formatting ---------------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from xce_core import Plan, PrimaryRequest, SchedContext, Span, balanced_partition
+from xce_core.plugin import Plan, PrimaryRequest, SchedContext, balanced_partition
+from xce_core.resreq import Span
 
 __all__ = [
     "balanced_plans",

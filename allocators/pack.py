@@ -12,14 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from allocators._plans import balanced_plans, host_capacities, shaped_plans, span_plan
-from xce_core import (
-    Allocator,
-    Plan,
-    PlanIterator,
-    PlanStream,
-    PrimaryRequest,
-    SchedContext,
-)
+from xce_core.plugin import Allocator, Plan, PlanIterator, PlanStream, PrimaryRequest, SchedContext
 
 __all__ = ["PackAllocator"]
 

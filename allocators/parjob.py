@@ -9,7 +9,7 @@ exists). ``span[hosts=1]`` and ``span[ptile=P]`` admit a single plan;
 from __future__ import annotations
 
 from allocators._plans import balanced_plans, shaped_plans
-from xce_core import Allocator, PlanIterator, PlanStream, PrimaryRequest, SchedContext
+from xce_core.plugin import Allocator, PlanIterator, PlanStream, PrimaryRequest, SchedContext
 
 __all__ = ["ParJobAllocator"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from xce_core import (
+from xce_core.plugin import (
     Allocator,
     PlanIterator,
     PlanStream,

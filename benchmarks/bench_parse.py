@@ -19,7 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for _events_bench
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for xce_core
 
-from xce_core import compile_select, parse_resreq
+from xce_core import parse_resreq
+from xce_core.resreq import compile_select
 
 TEMPLATES = (
     "select[type==X86_64 && mem>{n}] order[-mem:ut] rusage[mem={n}:duration=10] span[hosts=1]",

@@ -15,11 +15,11 @@ from pathlib import Path
 import anyio
 
 from xce_core import SchedulerConfig
-from xce_core.drivers._runtime import tune_gc
-from xce_core.drivers.sim_cluster import default_cluster
-from xce_core.drivers.sim_report import SimResult
-from xce_core.drivers.simulate import simulate
-from xce_core.drivers.swf import SwfJob, read_swf
+from xce_core.runtime import tune_gc
+from xce_core.sim._cluster import default_cluster
+from xce_core.sim._replay import simulate
+from xce_core.sim._report import SimResult
+from xce_core.sim._swf import SwfJob, read_swf
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared/traces/NASA-iPSC-1993-3.1-cln.swf.gz"
 

@@ -1,6 +1,7 @@
 """xce's event contract and its codecs (NDJSON and length-prefixed msgpack)."""
 
 from events._codecs import (
+    DEFAULT_MAX_FRAME,
     BadEvent,
     EventBatchIterator,
     EventDecoder,
@@ -8,6 +9,7 @@ from events._codecs import (
     EventFormat,
     aiter_events,
 )
+from events._errors import EventDecodeError, XceError
 from events._schema import (
     DECISION_TYPES,
     INPUT_TYPES,
@@ -33,6 +35,7 @@ from events._schema import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_FRAME",
     "DECISION_TYPES",
     "INPUT_TYPES",
     "BadEvent",
@@ -41,6 +44,7 @@ __all__ = [
     "EventDecoder",
     "EventEncoder",
     "EventFormat",
+    "EventDecodeError",
     "EventRejected",
     "HostSlots",
     "InputEvent",
@@ -58,6 +62,7 @@ __all__ = [
     "WorkerDown",
     "WorkerRemoved",
     "WorkerUp",
+    "XceError",
     "aiter_events",
     "tag_of",
 ]

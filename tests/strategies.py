@@ -89,9 +89,9 @@ decisions = st.one_of(
 wire_events = st.one_of(input_events, decisions)
 
 # ============================================================================ resreq
-# Strategies for resource-requirement trees and select texts (used by tests/core).
+# Strategies for resource-requirement trees and select texts (used by tests/resreq).
 
-from xce_core import (  # noqa: E402  (each section keeps its own imports)
+from xce_core.resreq import (  # noqa: E402  (each section keeps its own imports)
     Alternative,
     Compound,
     OrderKey,

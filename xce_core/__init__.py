@@ -1,99 +1,41 @@
 """xce's scheduler core: events in, decisions out.
 
-Public API (everything else is private):
+What an embedder needs is here: :func:`open_scheduler` (an async controller),
+:class:`SchedulerCore` (the synchronous core under it), :func:`process_events`
+and :func:`run_events` (tests and scripts), :class:`SchedulerConfig`, the
+clocks, and the errors. Other audiences have their own public modules:
 
-- Language: :func:`parse_resreq`, :func:`format_resreq`, :func:`compile_select`
-  and the requirement tree types.
-- Core: :class:`SchedulerCore`, :class:`SchedulerConfig`, :func:`open_scheduler`,
-  :func:`process_events`, :func:`run_events`.
-- Plugins: :class:`Allocator`, :class:`Picker`, :class:`Registry`, and the
-  iterator pieces allocators build on (:class:`PlanStream`, :class:`HostIterator`,
-  :func:`allocate_plans`, :func:`allocate_single`, :class:`SchedContext`).
+- :mod:`xce_core.resreq`: the resource-requirement language;
+- :mod:`xce_core.plugin`: allocator and picker authors;
+- :mod:`xce_core.sim`: trace replay; :mod:`xce_core.cli`: the ``xce`` command.
+
+Everything in a module whose name starts with ``_`` is private.
 """
 
+from typing import Any
+
 from xce_core._api import Scheduler, open_scheduler, process_events, run_events
-from xce_core._cache import UnsatisfiableCache
 from xce_core._clock import Clock, MonotonicClock, VirtualClock
 from xce_core._config import SchedulerConfig
-from xce_core._context import AllocMode, PendReason, Reason, SchedContext, Want
 from xce_core._core import SchedulerCore, SessionStats
 from xce_core._errors import PluginError, ResReqSyntaxError, XceError
-from xce_core._iterators import (
-    Allocator,
-    HostIterator,
-    Plan,
-    PlanIterator,
-    PlanStream,
-    PrimaryRequest,
-    allocate_plans,
-    allocate_single,
-    balanced_partition,
-)
-from xce_core._model import Job, JobState, Queue, Worker
-from xce_core._pickers import FcfsPicker, Picker
+from xce_core._model import JobState
 from xce_core._registry import Registry, default_registry
-from xce_core._resreq_parse import format_resreq, parse_resreq
-from xce_core._resreq_types import (
-    Alternative,
-    Compound,
-    HostValues,
-    OrderKey,
-    Primary,
-    ResReq,
-    RusageTerm,
-    SelectExpr,
-    Span,
-)
-from xce_core._select import compile_select
-from xce_core._session import CandidateSet, SessionScratch
-from xce_core._state import ClusterState
+from xce_core.resreq import format_resreq, parse_resreq
 
 __all__ = [
-    "AllocMode",
-    "Allocator",
-    "Alternative",
-    "CandidateSet",
     "Clock",
-    "ClusterState",
-    "Compound",
-    "FcfsPicker",
-    "HostIterator",
-    "HostValues",
-    "Job",
     "JobState",
     "MonotonicClock",
-    "OrderKey",
-    "PendReason",
-    "Picker",
-    "Plan",
-    "PlanIterator",
-    "PlanStream",
     "PluginError",
-    "Primary",
-    "PrimaryRequest",
-    "Queue",
-    "Reason",
     "Registry",
-    "ResReq",
     "ResReqSyntaxError",
-    "RusageTerm",
-    "SchedContext",
     "Scheduler",
     "SchedulerConfig",
     "SchedulerCore",
-    "SelectExpr",
-    "SessionScratch",
     "SessionStats",
-    "Span",
-    "UnsatisfiableCache",
     "VirtualClock",
-    "Want",
-    "Worker",
     "XceError",
-    "allocate_plans",
-    "allocate_single",
-    "balanced_partition",
-    "compile_select",
     "default_registry",
     "format_resreq",
     "open_scheduler",
@@ -101,3 +43,59 @@ __all__ = [
     "process_events",
     "run_events",
 ]
+
+# Names that moved to xce_core.plugin or xce_core.resreq: still importable from
+# here for existing code, with a DeprecationWarning naming the new home.
+_MOVED = {
+    **dict.fromkeys(
+        [
+            "AllocMode",
+            "Allocator",
+            "CandidateSet",
+            "FcfsPicker",
+            "HostIterator",
+            "Job",
+            "PendReason",
+            "Picker",
+            "Plan",
+            "PlanIterator",
+            "PlanStream",
+            "PrimaryRequest",
+            "Queue",
+            "Reason",
+            "SchedContext",
+            "Want",
+            "Worker",
+            "allocate_plans",
+            "allocate_single",
+            "balanced_partition",
+        ],
+        "xce_core.plugin",
+    ),
+    **dict.fromkeys(
+        [
+            "Alternative",
+            "Compound",
+            "HostValues",
+            "OrderKey",
+            "Primary",
+            "ResReq",
+            "RusageTerm",
+            "SelectExpr",
+            "Span",
+            "compile_select",
+        ],
+        "xce_core.resreq",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module 'xce_core' has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    warnings.warn(f"xce_core.{name} moved to {module}.{name}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), name)

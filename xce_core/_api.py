@@ -18,7 +18,7 @@ import contextlib
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any, final
+from typing import final
 
 import anyio
 from anyio.abc import TaskStatus
@@ -29,6 +29,7 @@ from xce_core._clock import Clock
 from xce_core._config import SchedulerConfig
 from xce_core._core import SchedulerCore
 from xce_core._registry import Registry
+from xce_core.runtime import run_async
 
 __all__ = ["Scheduler", "open_scheduler", "process_events", "run_events"]
 
@@ -191,16 +192,9 @@ def run_events(
 ) -> list[Decision]:
     """Synchronous :func:`process_events` for tests and scripts (on uvloop when
     available). Must not be called from inside a running event loop."""
-    options: dict[str, Any] = {}
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:  # pragma: no cover - platforms without uvloop
-        pass
-    else:
-        options["use_uvloop"] = True
     events = list(events)
 
     async def main() -> list[Decision]:
         return await process_events(events, config, registry=registry)
 
-    return anyio.run(main, backend="asyncio", backend_options=options)
+    return run_async(main, gc_tuning=False)

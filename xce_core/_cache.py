@@ -7,7 +7,7 @@ again for the same fingerprint until the session ends.
 
 from __future__ import annotations
 
-from xce_core._context import PendReason
+from xce_core._results import PendReason
 
 __all__ = ["UnsatisfiableCache"]
 

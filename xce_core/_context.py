@@ -7,70 +7,19 @@ so nothing it tried can leak into the state.
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from xce_core._model import Job, Worker
+from xce_core._results import AllocMode, Need, PendReason, Want, need
 
 if TYPE_CHECKING:
     from xce_core._session import SessionScratch
     from xce_core._state import ClusterState
 
-__all__ = ["AllocMode", "Need", "PendReason", "Reason", "SchedContext", "Want", "need"]
-
-# Consumables wanted on each host of an allocation, as sorted
-# (name, per_task, per_host) triples: a bucket of n slots takes
-# ``per_task * n + per_host`` of ``name`` on its host.
-Want = tuple[tuple[str, float, float], ...]
-
-
-# Amounts actually taken on one host, as (name, amount) pairs.
-Need = tuple[tuple[str, float], ...]
-
-
-def need(want: Want, slots: int) -> Need:
-    """What a bucket of ``slots`` tasks takes on its host, per consumable."""
-    if len(want) == 1:  # the usual rusage[mem=...]
-        name, per_task, per_host = want[0]
-        return ((name, per_task * slots + per_host),)
-    return tuple([(name, per_task * slots + per_host) for name, per_task, per_host in want])
-
+__all__ = ["SchedContext"]
 
 _NO_SHARED: dict[str, float] = {}
-
-
-class AllocMode(enum.Enum):
-    """How an attempt may use resources. Only NORMAL is implemented; PREEMPT is the
-    extension point a preemption feature will use (Req 9.5)."""
-
-    NORMAL = "normal"
-    PREEMPT = "preempt"
-
-
-class Reason:
-    """Pend reason categories (the ``reason`` field of ``job_pended``)."""
-
-    NO_MATCHING_HOST = "no_matching_host"
-    NOT_ENOUGH_SLOTS = "not_enough_slots"
-    RESOURCE_UNAVAILABLE = "resource_unavailable"
-    SHARED_RESOURCE_UNAVAILABLE = "shared_resource_unavailable"
-    NO_WORKERS = "no_workers"
-
-
 _NORMAL = AllocMode.NORMAL  # an Enum class attribute lookup is slow on 3.11
-
-
-@dataclass(slots=True)
-class PendReason:
-    """Why a job could not start: a category and a readable per-host breakdown.
-
-    ``detail`` may be filled lazily (it costs a pass over the hosts), so use
-    :meth:`SchedContext.explain` or the session to render it.
-    """
-
-    category: str
-    detail: str = ""
 
 
 class SchedContext:

@@ -41,15 +41,15 @@ from events import (
 from xce_core._cache import UnsatisfiableCache
 from xce_core._clock import Clock, MonotonicClock
 from xce_core._config import SchedulerConfig
-from xce_core._context import PendReason, Reason, SchedContext
+from xce_core._context import SchedContext
 from xce_core._dispatch import Dispatcher, primary_fingerprints
 from xce_core._errors import ResReqSyntaxError, XceError
 from xce_core._model import Job, JobGroup, JobState, Queue
 from xce_core._registry import Registry, default_registry
-from xce_core._resreq_parse import parse_resreq
-from xce_core._resreq_types import Alternative, Compound, ResReq
+from xce_core._results import PendReason, Reason
 from xce_core._session import Pacer, SessionScratch
 from xce_core._state import ClusterState, EventInconsistent, part_counts
+from xce_core.resreq import Alternative, Compound, ResReq, parse_resreq
 
 __all__ = ["SchedulerCore", "SessionStats"]
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from xce_core._config import SchedulerConfig
-from xce_core._context import PendReason, Reason, SchedContext, Want
+from xce_core._context import SchedContext
 from xce_core._iterators import PrimaryRequest
 from xce_core._model import Job
 from xce_core._registry import Registry
-from xce_core._resreq_types import Alternative, Compound, Primary, ResReq, RusageTerm
+from xce_core._results import PendReason, Reason, Want
 from xce_core._session import CandidateSet
 from xce_core._state import ClusterState, part_counts
+from xce_core.resreq import Alternative, Compound, Primary, ResReq, RusageTerm
 
 __all__ = ["Dispatcher", "primary_fingerprints"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from events._errors import XceError
+from events import XceError
 
 __all__ = ["PluginError", "ResReqSyntaxError", "XceError"]
 

@@ -14,10 +14,11 @@ from typing import ClassVar, Protocol, final
 
 import anyio.lowlevel
 
-from xce_core._context import SchedContext, Want
+from xce_core._context import SchedContext
 from xce_core._model import Worker
-from xce_core._resreq_types import Primary
+from xce_core._results import Want
 from xce_core._session import CandidateSet
+from xce_core.resreq import Primary
 
 __all__ = [
     "Allocator",

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xce_core._resreq_types import ResReq, Value
+from xce_core.resreq import ResReq, Value
 
 __all__ = [
     "Job",

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xce_core._cache import UnsatisfiableCache
-from xce_core._context import PendReason, Reason, Want
 from xce_core._model import Worker
-from xce_core._resreq_types import OrderKey, Primary, SelectExpr, Span
+from xce_core._results import PendReason, Reason, Want
+from xce_core.resreq import OrderKey, Primary, SelectExpr, Span
 
 if TYPE_CHECKING:
     from xce_core._state import ClusterState

@@ -15,7 +15,7 @@ from typing import Any
 from events import JobSubmitted, QueueConfig, SharedResource, WorkerUp
 from xce_core._errors import XceError
 from xce_core._model import Job, JobGroup, JobState, Queue, Worker
-from xce_core._resreq_types import Alternative, Compound, Primary, ResReq
+from xce_core.resreq import Alternative, Compound, Primary, ResReq
 
 __all__ = ["ClusterState", "EventInconsistent", "task_total"]
 

@@ -8,7 +8,8 @@ import pytest
 
 from events import InputEvent
 from tests.helpers import submit
-from xce_core import SchedContext, SchedulerCore
+from xce_core import SchedulerCore
+from xce_core.plugin import SchedContext
 
 
 def build(events: list[InputEvent], core: SchedulerCore | None = None) -> SchedulerCore:

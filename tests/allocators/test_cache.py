@@ -6,13 +6,9 @@ import pytest
 
 from tests.core.test_session import SpyAllocator, registry_with
 from tests.helpers import GO, allocations, pends, submit, up
-from xce_core import (
-    PendReason,
-    SchedulerConfig,
-    SchedulerCore,
-    UnsatisfiableCache,
-    process_events,
-)
+from xce_core import SchedulerConfig, SchedulerCore, process_events
+from xce_core._cache import UnsatisfiableCache
+from xce_core.plugin import PendReason
 
 
 def test_same_key_twice_hits_and_keeps_category() -> None:

@@ -6,8 +6,9 @@ from collections.abc import AsyncIterator
 
 from tests.allocators.conftest import build, context_for
 from tests.helpers import up
-from xce_core import HostIterator, Plan, PrimaryRequest, SchedContext, allocate_plans, parse_resreq
+from xce_core import parse_resreq
 from xce_core._iterators import first_host
+from xce_core.plugin import HostIterator, Plan, PrimaryRequest, SchedContext, allocate_plans
 
 
 async def hosts(ctx: SchedContext, resreq: str, bucket: int, want=()) -> list[str]:  # type: ignore[no-untyped-def]

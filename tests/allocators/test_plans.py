@@ -8,7 +8,8 @@ import pytest
 from allocators._plans import balanced_plans, block_plan, span_plan, stripe_plan
 from tests.allocators.conftest import build, context_for
 from tests.helpers import up
-from xce_core import PlanStream, Span, balanced_partition
+from xce_core.plugin import PlanStream, balanced_partition
+from xce_core.resreq import Span
 
 
 def test_balanced_partition_is_largest_first() -> None:

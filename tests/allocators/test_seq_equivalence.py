@@ -11,16 +11,9 @@ from allocators.seqjob import SeqJobAllocator
 from events import WorkerDown
 from tests.allocators.conftest import context_for
 from tests.helpers import GO, allocations, submit, up
-from xce_core import (
-    Primary,
-    PrimaryRequest,
-    SchedulerCore,
-    Want,
-    allocate_plans,
-    compile_select,
-    parse_resreq,
-    process_events,
-)
+from xce_core import SchedulerCore, parse_resreq, process_events
+from xce_core.plugin import PrimaryRequest, Want, allocate_plans
+from xce_core.resreq import Primary, compile_select
 
 
 @dataclass

@@ -10,7 +10,8 @@ import pytest
 import xce_core._registry as registry_module
 from allocators.parjob import ParJobAllocator
 from allocators.seqjob import SeqJobAllocator
-from xce_core import FcfsPicker, PluginError, Registry, SchedulerConfig, SchedulerCore
+from xce_core import PluginError, Registry, SchedulerConfig, SchedulerCore
+from xce_core.plugin import FcfsPicker
 
 
 def test_builtins_come_from_entry_points() -> None:

@@ -17,22 +17,18 @@ from events import (
     WorkerDown,
 )
 from tests.helpers import GO, allocations, ends, submit, up
-from xce_core import (
+from xce_core import JobState, Registry, SchedulerConfig, SchedulerCore, process_events
+from xce_core._iterators import Allocator
+from xce_core.plugin import (
     FcfsPicker,
     Job,
-    JobState,
     Picker,
     PlanIterator,
     PlanStream,
     PrimaryRequest,
     Queue,
-    Registry,
     SchedContext,
-    SchedulerConfig,
-    SchedulerCore,
-    process_events,
 )
-from xce_core._iterators import Allocator
 
 
 class SpyAllocator(Allocator):

@@ -30,12 +30,13 @@ from events import (
     SessionBegin,
     WorkerUp,
 )
-from xce_core import Registry, SchedulerConfig, Span, process_events
-from xce_core.drivers.run import run_command
+from xce_core import Registry, SchedulerConfig, process_events
+from xce_core.cli._run import run_command
+from xce_core.resreq import Span
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "examples" / "plugins"
-XCE = [sys.executable, "-c", "from xce_core.drivers.cli import main; main()"]
+XCE = [sys.executable, "-c", "from xce_core.cli._main import main; main()"]
 TIMEOUT = 5.0
 
 # Three 4-slot hosts; jobs submitted widest first, so FCFS would start "wide" first.

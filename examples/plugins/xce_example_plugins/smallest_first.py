@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xce_core import Job, Picker, Queue
+from xce_core.plugin import Job, Picker, Queue
 
 __all__ = ["SmallestFirstPicker"]
 

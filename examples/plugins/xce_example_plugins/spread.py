@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from xce_core import (
+from xce_core.plugin import (
     Allocator,
     Plan,
     PlanIterator,
     PlanStream,
     PrimaryRequest,
     SchedContext,
-    Span,
     balanced_partition,
 )
+from xce_core.resreq import Span
 
 __all__ = ["SpreadAllocator", "spread_plans"]
 

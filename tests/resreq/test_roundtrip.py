@@ -6,11 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.core.test_resreq_corpus import VALID
+from tests.resreq.test_corpus import VALID
 from tests.strategies import resreqs, select_hosts, select_texts
-from xce_core import ResReq, compile_select, format_resreq, parse_resreq
-from xce_core._resreq_types import Value
-from xce_core._select import _compile_uncached
+from xce_core import format_resreq, parse_resreq
+from xce_core.resreq import ResReq, compile_select
+from xce_core.resreq._select import _compile_uncached
+from xce_core.resreq._tree import Value
 
 # Distinct values per name make a misplaced parenthesis change the arithmetic.
 _PRIME_HOSTS: list[dict[str, Value]] = [

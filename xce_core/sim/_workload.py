@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from xce_core.drivers.swf import SwfJob
+from xce_core.sim._swf import SwfJob
 
 __all__ = ["WorkloadModel", "generate_jobs", "swf_header"]
 

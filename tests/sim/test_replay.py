@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 
 from xce_core import SchedulerConfig
-from xce_core.drivers.sim_cluster import (
+from xce_core.sim._cluster import (
     ClusterSpec,
     HostGroup,
     SimulationError,
     default_cluster,
     load_cluster,
 )
-from xce_core.drivers.sim_report import JobOutcome, summarize, timeline
-from xce_core.drivers.simulate import job_request, simulate
-from xce_core.drivers.swf import SwfJob, parse_swf_line, read_swf
+from xce_core.sim._replay import job_request, simulate
+from xce_core.sim._report import JobOutcome, summarize, timeline
+from xce_core.sim._swf import SwfJob, parse_swf_line, read_swf
 
 
 def swf(job_id: int, submit: float, run: float, procs: int, **fields: float) -> SwfJob:

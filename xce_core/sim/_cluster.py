@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from events import WorkerUp
-from xce_core._errors import XceError
-from xce_core.drivers.swf import SwfJob, header_int
+from xce_core import XceError
+from xce_core.sim._swf import SwfJob, header_int
 
 __all__ = ["ClusterSpec", "HostGroup", "SimulationError", "default_cluster", "load_cluster"]
 

@@ -11,8 +11,7 @@ import operator
 from collections.abc import Callable
 from typing import Any, Final, TypeAlias
 
-from xce_core._resreq_types import HostValues, Value
-from xce_core._select_tree import (
+from xce_core.resreq._select_tree import (
     And,
     Arith,
     Cmp,
@@ -27,6 +26,7 @@ from xce_core._select_tree import (
     Word,
     is_any,
 )
+from xce_core.resreq._tree import HostValues, Value
 
 __all__ = ["compile_test"]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from xce_core.drivers.simulate import generate_trace_command, simulate_command
-from xce_core.drivers.swf import read_swf
+from xce_core.cli._simulate import generate_trace_command, simulate_command
+from xce_core.sim._swf import read_swf
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples/synthetic.swf"
 

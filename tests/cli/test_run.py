@@ -19,7 +19,7 @@ import pytest
 
 from events import Decision, EventDecoder, EventEncoder, JobSubmitted, SessionBegin, WorkerUp
 
-XCE_RUN = [sys.executable, "-c", "from xce_core.drivers.cli import main; main()", "run"]
+XCE_RUN = [sys.executable, "-c", "from xce_core.cli._main import main; main()", "run"]
 TIMEOUT = 4.0
 
 WORKERS = [

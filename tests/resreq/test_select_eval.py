@@ -1,15 +1,16 @@
 """Select expressions evaluated against hosts (plain dicts are HostValues).
 
 Each row is (expression, host values, expected result); the rules are the ones
-documented in ``xce_core._select``.
+documented in ``xce_core.resreq._select``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from xce_core import ResReqSyntaxError, compile_select
-from xce_core._resreq_types import Value
+from xce_core import ResReqSyntaxError
+from xce_core.resreq import compile_select
+from xce_core.resreq._tree import Value
 
 LINUX = {"type": "X86_64", "model": "Intel_EM64T", "mem": 8000, "ncpus": 8, "bigmem": True}
 

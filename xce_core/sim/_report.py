@@ -11,7 +11,7 @@ Metric definitions (``started`` = jobs that got an allocation):
 - ``utilisation``: the sum of allocated slots x run time over started jobs,
   divided by ``makespan x total slots``.
 - ``sessions`` run and ``sessions_skipped`` (instants with pending jobs where no
-  job could start, see :func:`~xce_core.drivers.simulate.simulate`).
+  job could start, see :func:`~xce_core.sim._replay.simulate`).
 - ``jobs_per_s``: replayed jobs divided by the wall time of the replay.
 """
 
@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from xce_core._errors import XceError
+from xce_core import XceError
 
 __all__ = [
     "BOUNDED_SLOWDOWN_TAU",

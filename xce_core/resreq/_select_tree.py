@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
-from xce_core._resreq_lex import format_number
+from xce_core.resreq._lex import format_number
 
 __all__ = [
     "ANY_WORDS",

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import pytest
 
-from xce_core import (
+from xce_core import ResReqSyntaxError, parse_resreq
+from xce_core.resreq import (
     Alternative,
     Compound,
     OrderKey,
     Primary,
     ResReq,
-    ResReqSyntaxError,
     RusageTerm,
     Span,
     compile_select,
-    parse_resreq,
 )
 
 

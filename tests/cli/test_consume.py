@@ -22,15 +22,16 @@ from events import (
     SessionEnd,
     WorkerUp,
 )
-from xce_core import Allocator, FcfsPicker, Registry, SchedulerConfig, SchedulerCore
+from xce_core import Registry, SchedulerConfig, SchedulerCore
 from xce_core._context import SchedContext
 from xce_core._iterators import PlanIterator, PrimaryRequest
-from xce_core.drivers.run import (
+from xce_core.cli._run import (
     EXIT_BAD_EVENT,
     EXIT_OK,
     consume,
     parse_listen_address,
 )
+from xce_core.plugin import Allocator, FcfsPicker
 
 
 class ChunkStream(anyio.abc.ByteReceiveStream):

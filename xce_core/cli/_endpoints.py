@@ -3,7 +3,7 @@
 :class:`FdReceiveStream` and :class:`FdWriter` move bytes through raw file
 descriptors without blocking the event loop; :func:`open_listener` binds a TCP or Unix
 socket and yields its connections one at a time. Nothing here knows about
-events: the consumer loop in :mod:`xce_core.drivers.run` decodes the bytes.
+events: the consumer loop in :mod:`xce_core.cli._run` decodes the bytes.
 """
 
 from __future__ import annotations

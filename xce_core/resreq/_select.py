@@ -47,7 +47,7 @@ Canonical text: operators ``&& || ! ==`` (keywords and ``=`` are normalised),
 `` && `` and `` || `` with one space on each side and no other spaces, the
 fewest parentheses precedence allows except that ``!`` puts parentheses around
 anything but a name, constant, ``defined(...)`` or another ``!``, numbers as
-:func:`~xce_core._resreq_lex.format_number` prints them, string constants in
+:func:`~xce_core.resreq._lex.format_number` prints them, string constants in
 single quotes (double quotes if the value contains ``'``). Nested ``&&``/``||``
 chains are flattened. ``compile_select(e.text) is e``.
 """
@@ -58,7 +58,7 @@ from collections.abc import Callable
 from typing import Final, NoReturn
 
 from xce_core._errors import ResReqSyntaxError
-from xce_core._resreq_lex import (
+from xce_core.resreq._lex import (
     DWORD,
     EOF,
     KEYWORD,
@@ -69,9 +69,8 @@ from xce_core._resreq_lex import (
     Token,
     tokenize_select,
 )
-from xce_core._resreq_types import SelectExpr
-from xce_core._select_eval import compile_test
-from xce_core._select_tree import (
+from xce_core.resreq._select_eval import compile_test
+from xce_core.resreq._select_tree import (
     COMPARISONS,
     And,
     Arith,
@@ -88,6 +87,7 @@ from xce_core._select_tree import (
     format_node,
     node_names,
 )
+from xce_core.resreq._tree import SelectExpr
 
 __all__ = ["compile_select", "compile_select_span"]
 

@@ -2,14 +2,18 @@
 
 These are immutable value objects: equal text parses to equal trees, and
 ``str(tree)`` is a canonical form that parses back to an equal tree. The parser
-lives in ``_resreq_parse``; select expressions are compiled in ``_select``.
+lives in ``_parse``; select expressions are compiled in ``_select``. The
+printer (:func:`format_resreq`) lives here, beside the types it prints.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Protocol, TypeAlias
+
+from xce_core.resreq._lex import format_number
 
 __all__ = [
     "Alternative",
@@ -22,6 +26,7 @@ __all__ = [
     "SelectExpr",
     "Span",
     "Value",
+    "format_resreq",
 ]
 
 Value: TypeAlias = str | float | int | bool
@@ -161,8 +166,6 @@ class Primary:
     order_resort: bool = False
 
     def __str__(self) -> str:
-        from xce_core._resreq_parse import format_resreq  # here: the parser imports us
-
         return format_resreq(self)
 
 
@@ -173,8 +176,6 @@ class Compound:
     parts: tuple[Primary, ...]
 
     def __str__(self) -> str:
-        from xce_core._resreq_parse import format_resreq  # here: the parser imports us
-
         return format_resreq(self)
 
 
@@ -185,9 +186,84 @@ class Alternative:
     options: tuple[Primary | Compound, ...]
 
     def __str__(self) -> str:
-        from xce_core._resreq_parse import format_resreq  # here: the parser imports us
-
         return format_resreq(self)
 
 
 ResReq: TypeAlias = Primary | Compound | Alternative
+
+
+# -- formatting ---------------------------------------------------------------------
+
+
+def format_resreq(requirement: ResReq) -> str:
+    """The canonical text of a tree (see the module docstring); pure, never raises
+    for a tree ``parse_resreq`` can produce. ``Primary.count`` is printed only
+    for the parts of a compound."""
+    if isinstance(requirement, Primary):
+        return _format_primary(requirement)
+    if isinstance(requirement, Compound):
+        return " + ".join(_format_part(part) for part in requirement.parts)
+    return " || ".join("{" + format_resreq(option) + "}" for option in requirement.options)
+
+
+def _format_part(part: Primary) -> str:
+    body = "{" + _format_primary(part) + "}"
+    return body if part.count is None else f"{part.count}*{body}"
+
+
+def _format_primary(primary: Primary) -> str:
+    sections: list[str] = []
+    if primary.select is not None:
+        sections.append(f"select[{primary.select.text}]")
+    if primary.order:
+        keys = ":".join(("-" if key.reverse else "") + key.name for key in primary.order)
+        sections.append(f"order[{'!' if primary.order_resort else ''}{keys}]")
+    if primary.rusage:
+        sections.append("rusage[" + "||".join(map(_format_rusage, primary.rusage)) + "]")
+    if primary.span is not None:
+        sections.append(f"span[{_format_span(primary.span)}]")
+    if primary.same:
+        sections.append("same[" + ":".join(primary.same) + "]")
+    if primary.affinity is not None:
+        sections.append(f"affinity[{primary.affinity}]")
+    if primary.cu is not None:
+        sections.append(f"cu[{primary.cu}]")
+    return " ".join(sections)
+
+
+def _format_span(span: Span) -> str:
+    if span.hosts is not None:
+        return f"hosts={span.hosts}"
+    if span.block is not None:
+        return f"block={span.block}"
+    if span.stripe:
+        return "stripe" if span.stripe_max is None else f"stripe={span.stripe_max}"
+    values = ["'!'"] if span.ptile_max else [] if span.ptile is None else [str(span.ptile)]
+    values += [f"{name}:{value}" for name, value in span.ptile_by]
+    return "ptile=" + ",".join(values)
+
+
+def _format_rusage(terms: tuple[RusageTerm, ...]) -> str:
+    runs = []
+    for (duration, decay, durations, decays), run in groupby(
+        terms, key=lambda term: (term.duration, term.decay, term.durations, term.decays)
+    ):
+        text = ":".join(map(_format_term, run))
+        if duration is not None:
+            text += f":duration={format_number(duration)}"
+        if durations:
+            text += ":duration=(" + " ".join(map(format_number, durations)) + ")"
+        if decay is not None:
+            text += f":decay={format_number(decay)}"
+        if decays:
+            text += ":decay=(" + " ".join(map(format_number, decays)) + ")"
+        runs.append(text)
+    return ",".join(runs)
+
+
+def _format_term(term: RusageTerm) -> str:
+    if term.phases:
+        amount = "(" + " ".join(map(format_number, term.phases)) + ")"
+    else:
+        amount = format_number(term.amount)
+    return f"{term.name}={amount}" + (f"/{term.per}" if term.per else "")

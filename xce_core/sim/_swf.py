@@ -35,7 +35,7 @@ from typing import IO, Any, Final, cast
 
 import msgspec
 
-from xce_core._errors import XceError
+from xce_core import XceError
 
 __all__ = [
     "SWF_FIELDS",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from xce_core import XceError
-from xce_core.drivers.swf import (
+from xce_core.sim._swf import (
     SwfJob,
     TraceError,
     header_int,

@@ -33,6 +33,7 @@ import msgspec
 
 from events import (
     DECISION_TYPES,
+    DEFAULT_MAX_FRAME,
     INPUT_TYPES,
     BadEvent,
     EventDecoder,
@@ -40,12 +41,8 @@ from events import (
     EventFormat,
     InputEvent,
 )
-from events._codecs import DEFAULT_MAX_FRAME
-from xce_core._config import SchedulerConfig
-from xce_core._core import SchedulerCore
-from xce_core._errors import XceError
-from xce_core._registry import Registry, default_registry
-from xce_core.drivers._endpoints import (
+from xce_core import Registry, SchedulerConfig, SchedulerCore, XceError, default_registry
+from xce_core.cli._endpoints import (
     CHUNK_SIZE,
     Connections,
     FdReceiveStream,
@@ -54,7 +51,7 @@ from xce_core.drivers._endpoints import (
     parse_listen_address,
     stderr_line,
 )
-from xce_core.drivers._runtime import tune_gc
+from xce_core.runtime import run_async
 
 __all__ = [
     "EXIT_BAD_EVENT",
@@ -444,17 +441,9 @@ def run_command(
         max_frame=max_frame,
     )
     main = functools.partial(_serve, core, input_path, listen, once, output_path, options)
-    backend_options: dict[str, Any] = {}
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:  # pragma: no cover - platforms without uvloop
-        pass
-    else:
-        backend_options["use_uvloop"] = True
     status = EXIT_IO_ERROR
     try:
-        tune_gc()
-        status = anyio.run(main, backend="asyncio", backend_options=backend_options)
+        status = run_async(main)
     except* OSError as group:
         stderr_line(f"xce run: {_first_leaf(group)}")
     sys.exit(status)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from xce_core.drivers.run import run_command
-from xce_core.drivers.simulate import generate_trace_command, simulate_command
+from xce_core.cli._run import run_command
+from xce_core.cli._simulate import generate_trace_command, simulate_command
 
 __all__ = ["main"]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from xce_core.drivers.swf import read_swf, write_swf
-from xce_core.drivers.workload import MAX_RUNTIME, WorkloadModel, generate_jobs, swf_header
+from xce_core.sim._swf import read_swf, write_swf
+from xce_core.sim._workload import MAX_RUNTIME, WorkloadModel, generate_jobs, swf_header
 
 
 def test_same_seed_same_jobs() -> None:

@@ -1,0 +1,243 @@
+"""``xce simulate`` and ``xce generate-trace``: the command-line faces of :mod:`xce_core.sim`."""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import io
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+import msgspec
+
+from xce_core import (
+    ResReqSyntaxError,
+    SchedulerConfig,
+    XceError,
+    default_registry,
+    parse_resreq,
+)
+from xce_core.cli._run import unknown_plugin
+from xce_core.runtime import run_async
+from xce_core.sim import (
+    ClusterSpec,
+    SimResult,
+    SwfJob,
+    WorkloadModel,
+    default_cluster,
+    format_table,
+    generate_jobs,
+    load_cluster,
+    plot_timeline,
+    read_swf,
+    simulate,
+    swf_header,
+    write_schedule,
+    write_swf,
+)
+
+__all__ = ["generate_trace_command", "simulate_command"]
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--hosts", type=click.IntRange(min=1), help="Number of hosts (default: see above).")
+@click.option(
+    "--slots", type=click.IntRange(min=1), default=1, show_default=True, help="Slots per host."
+)
+@click.option(
+    "--cluster",
+    "cluster_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TOML cluster file ([[group]] tables); excludes --hosts/--slots.",
+)
+@click.option(
+    "--resreq",
+    help="Resource requirement for every job, used verbatim (replaces mem/partition).",
+)
+@click.option(
+    "--strict-fifo", is_flag=True, help="Stop each session at the first job that cannot start."
+)
+@click.option("--picker", default="fcfs", show_default=True, help="Job order plugin.")
+@click.option("--sequential-allocator", default="seqjob", show_default=True, help="For 1 task.")
+@click.option("--parallel-allocator", default="parjob", show_default=True, help="For 2+ tasks.")
+@click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
+@click.option(
+    "--schedule",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write every job's outcome to this JSON Lines file.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Draw utilisation and queue length over time (needs xce[plot]).",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Replay only the first N jobs.")
+@click.option("--skip-bad", is_flag=True, help="Skip malformed trace lines instead of failing.")
+@click.option(
+    "--every-instant",
+    is_flag=True,
+    help="Run a session at every instant, even when no job could start (same schedule, slower).",
+)
+def simulate_command(
+    trace: Path,
+    hosts: int | None,
+    slots: int,
+    cluster_file: Path | None,
+    resreq: str | None,
+    strict_fifo: bool,
+    picker: str,
+    sequential_allocator: str,
+    parallel_allocator: str,
+    no_cache: bool,
+    schedule: Path | None,
+    as_json: bool,
+    plot: Path | None,
+    limit: int | None,
+    skip_bad: bool,
+    every_instant: bool,
+) -> None:
+    """Replay an SWF workload TRACE (.swf or .swf.gz) through the scheduler core.
+
+    Virtual time: at each instant the finishes due are applied, then the
+    submissions, then one session; started jobs finish after their run time.
+    Prints a summary table (or JSON with --json).
+
+    \b
+    Cluster: --hosts N x --slots S, or --cluster FILE; by default the header's
+    MaxProcs (else MaxNodes, else the largest job) in hosts of --slots slots.
+    \b
+    Trace fields:
+      size       requested procs (field 8) if > 0, else allocated (field 5);
+                 neither > 0: rejected (no_size); above the cluster's slots:
+                 rejected (too_big)
+      run time   -1: rejected (no_runtime); 0: runs for zero seconds
+      submit     < 0: rejected (no_submit); repeated job id: duplicate_id
+      ids        user u<N>, group -> project g<N>, queue q<N> (-1: empty)
+      memory     field 10 (KB/proc) -> rusage[mem=MB] per task, only if the
+                 hosts have a mem resource
+      partition  field 16 -> select[partition==N], only if the hosts have a
+                 partition attribute
+      --resreq   replaces the memory and partition parts for every job
+    Jobs still pending when nothing can change any more: never_started.
+    """
+    try:
+        if resreq is not None:
+            parse_resreq(resreq)
+    except ResReqSyntaxError as exc:
+        raise click.BadParameter(str(exc), param_hint="--resreq") from None
+    if cluster_file is not None and (hosts is not None or slots != 1):
+        raise click.UsageError("--cluster excludes --hosts and --slots")
+    config = SchedulerConfig(
+        picker=picker,
+        sequential_allocator=sequential_allocator,
+        parallel_allocator=parallel_allocator,
+        strict_fifo=strict_fifo,
+        unsatisfiable_cache=not no_cache,
+    )
+    try:
+        unknown = unknown_plugin(default_registry(), config)
+    except XceError as exc:  # a broken or clashing installed plugin
+        raise click.ClickException(str(exc)) from None
+    if unknown is not None:  # before reading the trace, so a typo fails fast
+        option, message = unknown
+        raise click.BadParameter(message, param_hint=option)  # exit 2, as in `xce run`
+    try:
+        swf = read_swf(trace, skip_bad=skip_bad, limit=limit)
+        if cluster_file is not None:
+            cluster = load_cluster(cluster_file)
+        else:
+            cluster = default_cluster(swf.header, swf.jobs, hosts=hosts, slots=slots)
+        result = _replay(swf.jobs, cluster, config, resreq, every_instant)
+        if schedule is not None:
+            write_schedule(schedule, result.jobs)
+        if plot is not None:
+            plot_timeline(result, plot, title=f"{trace.name}: {result.summary.policy}")
+    except XceError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(msgspec.json.encode(result.summary).decode())
+    else:
+        if swf.skipped:
+            click.echo(f"skipped {swf.skipped} malformed lines", err=True)
+        click.echo(format_table(result.summary))
+
+
+def _replay(
+    jobs: Sequence[SwfJob],
+    cluster: ClusterSpec,
+    config: SchedulerConfig,
+    resreq: str | None,
+    every_instant: bool,
+) -> SimResult:
+    """Run :func:`simulate`, with a progress bar on stderr when it is a terminal."""
+    run = functools.partial(
+        simulate, jobs, cluster, config=config, resreq=resreq, every_instant=every_instant
+    )
+    if not sys.stderr.isatty():
+        return run_async(run)
+    with click.progressbar(length=len(jobs), label="replaying", file=sys.stderr) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+        return run_async(functools.partial(run, progress=progress))
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("out", type=click.Path(dir_okay=False, writable=True, path_type=Path))
+@click.option("--jobs", type=click.IntRange(min=1), default=2000, show_default=True)
+@click.option(
+    "--procs",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Machine size: MaxProcs and the cap on job sizes.",
+)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--load",
+    type=click.FloatRange(min=0, min_open=True),
+    default=0.7,
+    show_default=True,
+    help="Offered load (work / (span x procs)).",
+)
+def generate_trace_command(out: Path, jobs: int, procs: int, seed: int, load: float) -> None:
+    """Write a synthetic SWF workload to OUT (gzip-compressed if OUT ends in .gz).
+
+    \b
+    A simplified Lublin-Feitelson (2003) model: 25% serial jobs, log-uniform
+    parallel sizes (75% rounded to powers of two), hyper-gamma run times that
+    grow with size, Poisson arrivals following a daily cycle. The same options
+    always give the same file. See xce_core/sim/_workload.py.
+    """
+    model = WorkloadModel(jobs=jobs, procs=procs, seed=seed, load=load)
+    command = shlex.join(
+        [
+            "xce",
+            "generate-trace",
+            str(out),
+            "--jobs",
+            str(jobs),
+            "--procs",
+            str(procs),
+            "--seed",
+            str(seed),
+            "--load",
+            f"{load:g}",
+        ]
+    )
+    header = swf_header(model, command)
+    generated = generate_jobs(model)
+    if out.suffix == ".gz":
+        with gzip.GzipFile(out, "wb", mtime=0) as raw, io.TextIOWrapper(raw, "utf-8") as text:
+            write_swf(text, generated, header)
+    else:
+        with out.open("w", encoding="utf-8") as text:
+            write_swf(text, generated, header)
+    click.echo(f"wrote {len(generated)} jobs to {out}", err=True)

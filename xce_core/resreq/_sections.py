@@ -1,0 +1,320 @@
+"""Section bodies of a resource requirement: ``order[]``, ``same[]``, ``rusage[]``
+and ``span[]``. :class:`SectionParser` is the base of the requirement parser
+in ``_parse`` (the grammar is documented there)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Final, NoReturn
+
+from xce_core._errors import ResReqSyntaxError
+from xce_core.resreq._lex import (
+    NAME_RE,
+    NUMBER_RE,
+    UNIT_RE,
+    parse_number,
+    unit_factor,
+)
+from xce_core.resreq._tree import OrderKey, RusageTerm, Span
+
+__all__ = ["SectionParser"]
+
+_PER: Final = re.compile(r"/\s*(task|host|job)\b")
+_INTEGER: Final = re.compile(r"-?[0-9]+(?![\w.])")
+_SPAN_OPTIONS: Final = ("hosts", "ptile", "block", "stripe")
+_ITEM: Final = re.compile(r"[^\s)]+")  # one phase value inside ( )
+_PTILE_MAX: Final = re.compile(r"'!'|\"!\"|!")
+_MINUTES_PER_UNIT: Final = {"s": 1 / 60, "m": 1.0, "h": 60.0}
+
+
+class SectionParser:
+    """Positions in, positions out: every method takes and returns absolute
+    positions in ``text`` and reports errors at a column of it."""
+
+    __slots__ = ("end", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.end = len(text)
+
+    def fail(self, message: str, column: int) -> NoReturn:
+        raise ResReqSyntaxError(message, self.text, column)
+
+    def skip(self, pos: int, end: int | None = None) -> int:
+        end = self.end if end is None else end
+        text = self.text
+        while pos < end and text[pos].isspace():
+            pos += 1
+        return pos
+
+    # -- section bodies ----------------------------------------------------------
+
+    def name(self, pos: int, end: int, expected: str) -> tuple[str, int]:
+        match = NAME_RE.match(self.text, pos, end)
+        if match is None:
+            self.fail(f"expected {expected}", pos)
+        return match.group(), match.end()
+
+    def number(self, pos: int, end: int, expected: str) -> tuple[float, int]:
+        match = NUMBER_RE.match(self.text, pos, end)
+        if match is None:
+            self.fail(f"expected {expected}", pos)
+        return parse_number(self.text, match), match.end()
+
+    def expect_equals(self, pos: int, end: int, name: str, section: str) -> int:
+        pos = self.skip(pos, end)
+        if pos >= end or self.text[pos] != "=":
+            self.fail(f"expected '=' after {name!r} in {section}[]", pos)
+        return self.skip(pos + 1, end)
+
+    def names(self, pos: int, end: int, section: str, reversible: bool) -> list[OrderKey]:
+        """``[-]name:[-]name...`` for order[] and same[]; duplicates are errors."""
+        keys: list[OrderKey] = []
+        seen: set[str] = set()
+        while True:
+            pos = self.skip(pos, end)
+            reverse = reversible and self.text.startswith("-", pos, end)
+            if reverse:
+                pos = self.skip(pos + 1, end)
+            column = pos
+            name, pos = self.name(pos, end, f"a resource name in {section}[]")
+            if name in seen:
+                self.fail(f"duplicate {name!r} in {section}[]", column)
+            seen.add(name)
+            keys.append(OrderKey(name, reverse))
+            pos = self.skip(pos, end)
+            if pos == end:
+                return keys
+            if self.text[pos] != ":":
+                self.fail(f"expected ':' or ']' in {section}[]", pos)
+            pos += 1
+
+    def order(self, start: int, end: int) -> tuple[OrderKey, ...]:
+        return tuple(self.names(start, end, "order", reversible=True))
+
+    def same(self, start: int, end: int) -> tuple[str, ...]:
+        return tuple(key.name for key in self.names(start, end, "same", reversible=False))
+
+    def rusage(self, start: int, end: int) -> tuple[tuple[RusageTerm, ...], ...]:
+        alternatives: list[tuple[RusageTerm, ...]] = []
+        pos = start
+        while True:
+            terms, pos = self.rusage_alternative(pos, end)
+            alternatives.append(terms)
+            if pos >= end:
+                return tuple(alternatives)
+            pos += 2  # rusage_alternative stops only at "||" or the end
+
+    def rusage_alternative(self, pos: int, end: int) -> tuple[tuple[RusageTerm, ...], int]:
+        text = self.text
+        terms: list[RusageTerm] = []
+        run: list[int] = []  # indexes of the terms the next option applies to
+        options: set[str] = set()  # options already given to ``run``
+        while True:
+            pos = self.skip(pos, end)
+            column = pos
+            name, pos = self.name(pos, end, "a resource name in rusage[]")
+            pos = self.expect_equals(pos, end, name, "rusage")
+            if name in ("duration", "decay"):
+                if not run:
+                    self.fail(f"expected a resource term before {name!r}", column)
+                if name in options:
+                    self.fail(f"duplicate {name!r} for the same terms", column)
+                options.add(name)
+                if text.startswith("(", pos, end):  # per phase: duration=(20 30)
+                    values, pos = self.phase_options(name, pos, end, [terms[i] for i in run])
+                    for index in run:
+                        if name == "duration":
+                            terms[index] = replace(terms[index], durations=values)
+                        else:
+                            terms[index] = replace(terms[index], decays=values)
+                else:
+                    value, pos = self.rusage_option(name, pos, end)
+                    for index in run:
+                        term = terms[index]
+                        if name == "duration":
+                            terms[index] = replace(term, duration=value)
+                        else:
+                            terms[index] = replace(term, decay=value)
+            else:
+                if any(term.name == name for term in terms):
+                    self.fail(f"duplicate resource {name!r} in rusage[]", column)
+                phases: tuple[float, ...] = ()
+                if text.startswith("(", pos, end):  # multi-phase: mem=(500 300 200)
+                    phases, pos = self.phase_amounts(name, pos, end)
+                    amount = phases[0]
+                else:
+                    amount, pos = self.amount(name, pos, end)
+                per = None
+                suffix = _PER.match(text, pos, end)
+                if suffix is not None:
+                    per, pos = suffix.group(1), suffix.end()
+                elif pos < end and text[pos] == "/":
+                    self.fail("expected /task, /host or /job after the amount", pos)
+                if options:  # a resource after options starts a new run
+                    run, options = [], set()
+                run.append(len(terms))
+                terms.append(RusageTerm(name, amount, per=per, phases=phases))
+            pos = self.skip(pos, end)
+            if pos >= end or text.startswith("||", pos, end):
+                return tuple(terms), pos
+            if text[pos] == ",":
+                run, options = [], set()  # options never reach back across a comma
+            elif text[pos] != ":":
+                self.fail("expected ':', ',', '||' or ']' in rusage[]", pos)
+            pos += 1
+
+    def amount(self, name: str, pos: int, end: int) -> tuple[float, int]:
+        """A non-negative amount, with an optional size unit (``4GB``: in MB)."""
+        amount, pos = self.number(pos, end, f"a non-negative amount for {name!r}")
+        unit = UNIT_RE.match(self.text, pos, end)
+        if unit is not None:
+            amount *= unit_factor(unit.group())
+            pos = unit.end()
+        return amount, pos
+
+    def phase_list(self, pos: int, end: int, what: str) -> tuple[list[int], int]:
+        """Columns of the whitespace-separated items of ``( ... )`` at ``pos``;
+        returns them and the position after ``)``."""
+        close = self.text.find(")", pos, end)
+        if close < 0:
+            self.fail(f"expected ')' to close the {what} phases", pos)
+        columns = [m.start() for m in _ITEM.finditer(self.text, pos + 1, close)]
+        if not columns:
+            self.fail(f"expected at least one {what} in ( )", pos + 1)
+        return columns, close + 1
+
+    def phase_amounts(self, name: str, pos: int, end: int) -> tuple[tuple[float, ...], int]:
+        """``(500 300 200)``: one amount per phase, never increasing (LSF)."""
+        columns, after = self.phase_list(pos, end, "amount")
+        amounts: list[float] = []
+        for column in columns:
+            amount, stop = self.amount(name, column, after - 1)
+            if stop < after - 1 and not self.text[stop].isspace():
+                self.fail("expected a space between phase amounts", stop)
+            if amounts and amount > amounts[-1]:
+                self.fail(f"multi-phase amounts for {name!r} cannot increase", column)
+            amounts.append(amount)
+        return tuple(amounts), after
+
+    def phase_options(
+        self, name: str, pos: int, end: int, run: list[RusageTerm]
+    ) -> tuple[tuple[float, ...], int]:
+        """``duration=(20 30)`` / ``decay=(1 0)`` for multi-phase terms: at most one
+        per phase (a duration may leave the last phase open)."""
+        if not run or any(not term.phases for term in run):
+            self.fail(f"a {name} per phase needs multi-phase amounts, like mem=(500 300)", pos)
+        columns, after = self.phase_list(pos, end, name)
+        values: list[float] = []
+        for column in columns:
+            value, stop = self.rusage_option(name, column, after - 1)
+            if stop < after - 1 and not self.text[stop].isspace():
+                self.fail(f"expected a space between {name} values", stop)
+            values.append(value)
+        fewest = min(len(term.phases) for term in run)
+        most = max(len(term.phases) for term in run)
+        if len(values) > fewest:
+            self.fail(f"{len(values)} {name} values for {fewest} phases", pos)
+        if name == "duration" and len(values) < most - 1:
+            self.fail(f"every phase but the last needs a duration ({most - 1} wanted)", pos)
+        return tuple(values), after
+
+    def rusage_option(self, name: str, pos: int, end: int) -> tuple[float, int]:
+        """The value of ``duration=`` (in minutes) or ``decay=`` starting at ``pos``."""
+        if name == "duration":
+            value, after = self.number(pos, end, "a non-negative duration")
+            if after < end and self.text[after] in _MINUTES_PER_UNIT:
+                return value * _MINUTES_PER_UNIT[self.text[after]], after + 1
+            return value, after
+        value, after = self.number(pos, end, "decay=0 or decay=1")
+        if value not in (0, 1):
+            self.fail("expected decay=0 or decay=1", pos)
+        return value, after
+
+    def span(self, start: int, end: int) -> Span:
+        pos = self.skip(start, end)
+        column = pos
+        name, pos = self.name(pos, end, "hosts=, ptile=, block= or stripe in span[]")
+        if name not in _SPAN_OPTIONS:
+            self.fail(
+                f"unknown span option {name!r}; expected hosts, ptile, block or stripe", column
+            )
+        pos = self.skip(pos, end)
+        if name == "stripe" and (pos >= end or self.text[pos] != "="):
+            span = Span(stripe=True)
+        else:
+            pos = self.expect_equals(pos, end, name, "span")
+            if name == "ptile":
+                span, pos = self.ptile(pos, end)
+            else:
+                match = _INTEGER.match(self.text, pos, end)
+                value = int(match.group()) if match is not None else 0
+                if match is None or value == 0 or value < -1 or (name != "hosts" and value < 0):
+                    wanted = (
+                        "a positive integer or -1" if name == "hosts" else "a positive integer"
+                    )
+                    self.fail(f"expected {wanted} for {name}", pos)
+                if name == "hosts":
+                    span = Span(hosts=value)
+                elif name == "block":
+                    span = Span(block=value)
+                else:
+                    span = Span(stripe=True, stripe_max=value)
+                pos = self.skip(match.end(), end)
+        if pos < end:
+            if self.text[pos] in ":,":
+                again = self.skip(pos + 1, end)
+                other = NAME_RE.match(self.text, again, end)
+                if other is not None and other.group() in _SPAN_OPTIONS:
+                    if other.group() == name:
+                        self.fail(f"duplicate span option {name!r}", again)
+                    self.fail(
+                        f"span[] takes one option, not both {name} and {other.group()}", again
+                    )
+            self.fail("expected ']' to end span[]", pos)
+        return span
+
+    def ptile(self, pos: int, end: int) -> tuple[Span, int]:
+        """``ptile=`` values: ``P``, ``'!'``, and ``type_or_model:P`` items, comma
+        separated (``ptile='!',HP:8,LINUX:2``); at most one default."""
+        text = self.text
+        default: int | None = None
+        use_max = False
+        by: list[tuple[str, int]] = []
+        while True:
+            column = pos
+            bang = _PTILE_MAX.match(text, pos, end)
+            if bang is not None:
+                if default is not None or use_max:
+                    self.fail("ptile takes one default value", column)
+                use_max, pos = True, bang.end()
+            elif (match := _INTEGER.match(text, pos, end)) is not None:
+                if default is not None or use_max:
+                    self.fail("ptile takes one default value", column)
+                default = int(match.group())
+                if default < 1:
+                    self.fail("expected a positive integer for ptile", column)
+                pos = match.end()
+            else:
+                name, pos = self.name(pos, end, "a positive integer, '!' or type:N for ptile")
+                if any(name == seen for seen, _ in by):
+                    self.fail(f"duplicate ptile value for {name!r}", column)
+                pos = self.skip(pos, end)
+                if not text.startswith(":", pos, end):
+                    self.fail(f"expected ':' and a slot count after {name!r} in ptile", pos)
+                pos = self.skip(pos + 1, end)
+                match = _INTEGER.match(text, pos, end)
+                if match is None or int(match.group()) < 1:
+                    self.fail(f"expected a positive integer for {name!r} in ptile", pos)
+                by.append((name, int(match.group())))
+                pos = match.end()
+            pos = self.skip(pos, end)
+            span = Span(ptile=default, ptile_max=use_max, ptile_by=tuple(by))
+            if pos >= end or text[pos] != ",":
+                return span, pos
+            after = self.skip(pos + 1, end)
+            option = NAME_RE.match(text, after, end)
+            if option is not None and option.group() in _SPAN_OPTIONS:
+                return span, pos  # another span option: span() reports it
+            pos = after

@@ -1,0 +1,72 @@
+"""Trace-driven simulation: replay a workload through the scheduler core on
+virtual time (:func:`simulate`), read and write Standard Workload Format traces,
+describe the simulated cluster, generate synthetic workloads, and report.
+
+This package does file I/O; the core (:mod:`xce_core`) never does. It uses
+only the core's public names.
+"""
+
+from xce_core.sim._cluster import (
+    ClusterSpec,
+    HostGroup,
+    SimulationError,
+    default_cluster,
+    load_cluster,
+)
+from xce_core.sim._replay import Progress, job_request, simulate
+from xce_core.sim._report import (
+    BOUNDED_SLOWDOWN_TAU,
+    JobOutcome,
+    SimResult,
+    SimSummary,
+    format_table,
+    plot_timeline,
+    summarize,
+    timeline,
+    write_schedule,
+)
+from xce_core.sim._swf import (
+    SWF_FIELDS,
+    SwfJob,
+    SwfTrace,
+    TraceError,
+    header_int,
+    iter_swf,
+    parse_swf_line,
+    read_swf,
+    write_swf,
+)
+from xce_core.sim._workload import MAX_RUNTIME, WorkloadModel, generate_jobs, swf_header
+
+__all__ = [
+    "BOUNDED_SLOWDOWN_TAU",
+    "MAX_RUNTIME",
+    "SWF_FIELDS",
+    "ClusterSpec",
+    "HostGroup",
+    "JobOutcome",
+    "Progress",
+    "SimResult",
+    "SimSummary",
+    "SimulationError",
+    "SwfJob",
+    "SwfTrace",
+    "TraceError",
+    "WorkloadModel",
+    "default_cluster",
+    "format_table",
+    "generate_jobs",
+    "header_int",
+    "iter_swf",
+    "job_request",
+    "load_cluster",
+    "parse_swf_line",
+    "plot_timeline",
+    "read_swf",
+    "simulate",
+    "summarize",
+    "swf_header",
+    "timeline",
+    "write_schedule",
+    "write_swf",
+]

@@ -27,13 +27,13 @@ from tests.core.test_invariants import RESREQS, check_invariants
 from tests.helpers import submit, up
 from xce_core import SchedulerCore
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(7200)]
 
 EVENTS = int(os.environ.get("XCE_SOAK_EVENTS", "1000000"))
 HOSTS = [f"w{i}" for i in range(40)]
 
 
-def churn(rng: random.Random, running: list[str], pending: list[str], n: int) -> InputEvent:
+def churn(rng: random.Random, running: list[str], pending: dict[str, None], n: int) -> InputEvent:
     """One random event; ``running``/``pending`` are the ids the driver knows of."""
     roll = rng.random()
     if roll < 0.04:
@@ -55,7 +55,9 @@ def churn(rng: random.Random, running: list[str], pending: list[str], n: int) ->
     if roll < 0.80 and running:
         return JobFinished(job_id=running.pop(rng.randrange(len(running))))
     if roll < 0.85 and pending:
-        return JobCancelled(job_id=pending.pop(rng.randrange(len(pending))))
+        job_id = next(iter(pending)) if rng.random() < 0.5 else next(reversed(pending))
+        del pending[job_id]
+        return JobCancelled(job_id=job_id)
     return SessionBegin()
 
 
@@ -63,7 +65,7 @@ async def test_soak_keeps_invariants() -> None:
     rng = random.Random(20261201)
     core = SchedulerCore()
     running: list[str] = []
-    pending: list[str] = []
+    pending: dict[str, None] = {}  # insertion-ordered
     sessions = 0
     for n in range(EVENTS):
         event = churn(rng, running, pending, n)
@@ -75,13 +77,14 @@ async def test_soak_keeps_invariants() -> None:
         for decision in core.take_decisions():
             if isinstance(decision, JobAllocated):
                 running.append(decision.job_id)
-                if decision.job_id in pending:
-                    pending.remove(decision.job_id)
-            elif isinstance(decision, JobPended) and decision.job_id not in pending:
-                pending.append(decision.job_id)
+                pending.pop(decision.job_id, None)
+            elif isinstance(decision, JobPended):
+                pending[decision.job_id] = None
             assert not (isinstance(decision, JobPended) and decision.reason == "internal_error")
         if len(pending) > 2000:  # keep the queue realistic: withdraw the oldest
-            core.apply(JobCancelled(job_id=pending.pop(0)))
+            oldest = next(iter(pending))
+            del pending[oldest]
+            core.apply(JobCancelled(job_id=oldest))
             core.take_decisions()
     check_invariants(core)
     assert sessions > EVENTS // 10

@@ -12,6 +12,7 @@ __all__ = [
     "block_plan",
     "host_capacities",
     "shaped_plans",
+    "span_buckets",
     "span_plan",
     "stripe_plan",
 ]
@@ -37,6 +38,21 @@ def span_plan(tasks: int, span: Span | None, ptile: int | None = None) -> Plan |
     return None
 
 
+def span_buckets(tasks: int, span: Span | None, ptile: int | None = None) -> int | None:
+    """How many buckets :func:`span_plan` would return, without building it
+    (``None`` when span leaves the shape free). A huge task count under
+    ``span[ptile=1]`` would otherwise build a huge tuple before any pruning."""
+    if span is None:
+        return None
+    if span.hosts == 1:
+        return 1
+    if ptile is None:
+        ptile = span.ptile
+    if ptile is not None:
+        return -(-tasks // ptile)
+    return None
+
+
 def balanced_plans(
     tasks: int,
     span: Span | None = None,
@@ -52,8 +68,12 @@ def balanced_plans(
     than any host's free slots, more hosts than candidates). Pruned plans would
     fail anyway, so which plan wins does not change. ``ptile``: see :func:`span_plan`.
     """
-    only = span_plan(tasks, span, ptile)
-    if only is not None:
+    buckets = span_buckets(tasks, span, ptile)
+    if buckets is not None:
+        if max_hosts is not None and buckets > max_hosts:
+            return
+        only = span_plan(tasks, span, ptile)
+        assert only is not None
         if (max_bucket is None or only[0] <= max_bucket) and (
             max_hosts is None or len(only) <= max_hosts
         ):
@@ -114,20 +134,32 @@ def block_plan(tasks: int, block: int, caps: list[int]) -> Plan | None:
 def stripe_plan(tasks: int, caps: list[int], per_host: int | None = None) -> Plan | None:
     """``span[stripe]``: tasks dealt one at a time round the hosts that still have
     room (at most ``per_host`` each), so they spread as evenly as capacity allows
-    (4 tasks on 3 free hosts → 2, 1, 1). ``None`` when they do not fit."""
+    (4 tasks on 3 free hosts → 2, 1, 1). ``None`` when they do not fit.
+
+    Computed, not dealt: full rounds reach a level L where every host holds
+    ``min(room, L)``; the last, partial round gives one more to the first hosts
+    with room left. O(hosts · log(room)), whatever the task count.
+    """
     room = [min(cap, per_host) if per_host is not None else cap for cap in caps]
     room = [cap for cap in room if cap > 0]
     if sum(room) < tasks:
         return None
-    counts = [0] * len(room)
-    left = tasks
-    while left:
-        for i, cap in enumerate(room):
-            if counts[i] < cap:
-                counts[i] += 1
-                left -= 1
-                if not left:
-                    break
+    # The largest level whose full rounds do not exceed the task count.
+    low, high = 0, max(room, default=0)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(min(cap, mid) for cap in room) <= tasks:
+            low = mid
+        else:
+            high = mid - 1
+    counts = [min(cap, low) for cap in room]
+    left = tasks - sum(counts)
+    for i, cap in enumerate(room):
+        if not left:
+            break
+        if cap > low:
+            counts[i] += 1
+            left -= 1
     return tuple(n for n in counts if n)
 
 

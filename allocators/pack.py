@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from allocators._plans import balanced_plans, host_capacities, shaped_plans, span_plan
+from allocators._plans import balanced_plans, host_capacities, shaped_plans, span_buckets
 from xce_core.plugin import Allocator, Plan, PlanIterator, PlanStream, PrimaryRequest, SchedContext
 
 __all__ = ["PackAllocator"]
@@ -38,7 +38,8 @@ def _pack_then_balanced(request: PrimaryRequest, ctx: SchedContext) -> Iterator[
     if span is not None and (span.block is not None or span.stripe):
         yield from shaped_plans(request, ctx)  # the span fixes the split
         return
-    if span_plan(tasks, span, request.ptile) is None:
+    hosts = len(request.candidates.workers)
+    if span_buckets(tasks, span, request.ptile) is None:
         packed: list[int] = []
         left = tasks
         for cap in task_capacity(ctx, request):
@@ -50,10 +51,8 @@ def _pack_then_balanced(request: PrimaryRequest, ctx: SchedContext) -> Iterator[
         first: Plan | None = tuple(packed) if not left else None
         if first is not None:
             yield first
-        for plan in balanced_plans(
-            tasks, span, max_hosts=len(request.candidates.workers), ptile=request.ptile
-        ):
+        for plan in balanced_plans(tasks, span, max_hosts=hosts, ptile=request.ptile):
             if plan != first:
                 yield plan
         return
-    yield from balanced_plans(tasks, span, ptile=request.ptile)
+    yield from balanced_plans(tasks, span, max_hosts=hosts, ptile=request.ptile)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from allocators._plans import balanced_plans, block_plan, span_plan, stripe_plan
 from tests.allocators.conftest import build, context_for
@@ -139,3 +141,46 @@ def test_stripe_plan_spreads_as_evenly_as_capacity_allows() -> None:
     assert stripe_plan(4, [8, 8], per_host=1) is None
     assert stripe_plan(4, [8, 8, 8], per_host=1) is None
     assert stripe_plan(3, [8, 8, 8], per_host=1) == (1, 1, 1)
+
+
+def _dealt_stripe(tasks: int, caps: list[int], per_host: int | None) -> tuple[int, ...] | None:
+    """Reference model: deal one task at a time round the hosts with room."""
+    room = [min(c, per_host) if per_host is not None else c for c in caps]
+    room = [c for c in room if c > 0]
+    if sum(room) < tasks:
+        return None
+    counts = [0] * len(room)
+    left = tasks
+    while left:
+        for i, cap in enumerate(room):
+            if left and counts[i] < cap:
+                counts[i] += 1
+                left -= 1
+    return tuple(n for n in counts if n)
+
+
+@given(
+    st.integers(0, 60),
+    st.lists(st.integers(-1, 12), max_size=12),
+    st.one_of(st.none(), st.integers(1, 6)),
+)
+def test_stripe_plan_matches_dealing_one_task_at_a_time(
+    tasks: int, caps: list[int], per_host: int | None
+) -> None:
+    assert stripe_plan(tasks, caps, per_host) == _dealt_stripe(tasks, caps, per_host)
+
+
+def test_stripe_plan_of_a_huge_job_is_computed_not_dealt() -> None:
+    # Dealt task by task this would take 10^12 steps.
+    plan = stripe_plan(10**12, [10**12] * 3)
+    assert plan is not None
+    assert sum(plan) == 10**12
+    assert max(plan) - min(plan) <= 1
+
+
+def test_a_span_plan_too_wide_for_the_candidates_is_never_built() -> None:
+    # span[ptile=1] over 10^12 tasks would be a 10^12-tuple; with 4 candidate
+    # hosts it cannot fit, and is pruned before it is built.
+    span = Span(ptile=1)
+    assert list(balanced_plans(10**12, span, max_hosts=4)) == []
+    assert list(balanced_plans(4, span, max_hosts=4)) == [(1, 1, 1, 1)]

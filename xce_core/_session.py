@@ -385,12 +385,14 @@ def _sorted(workers: list[Worker], order: tuple[OrderKey, ...]) -> list[Worker]:
     result = list(workers)
     # Successive stable sorts, last key first, give the lexicographic order.
     for key in reversed(order):
-        present: list[tuple[float, Worker]] = []
+        present: list[tuple[int | float, Worker]] = []
         missing: list[Worker] = []
         for w in result:
             value = w.values.get(key.name)
             if isinstance(value, int | float):
-                present.append((float(value), w))
+                # Compared as they are: ints and floats compare exactly in Python,
+                # and an int too large for a float would overflow float().
+                present.append((value, w))
             else:
                 missing.append(w)
         descending = _bigger_is_better(key.name, [w for _, w in present]) != key.reverse

@@ -47,7 +47,7 @@ from xce_core._errors import ResReqSyntaxError, XceError
 from xce_core._model import Job, JobGroup, JobState, Queue
 from xce_core._registry import Registry, default_registry
 from xce_core._results import PendReason, Reason
-from xce_core._session import Pacer, SessionScratch
+from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
 from xce_core._state import ClusterState, EventInconsistent, part_counts
 from xce_core.resreq import Alternative, Compound, ResReq, parse_resreq
 
@@ -110,7 +110,7 @@ class SchedulerCore:
         self.state = ClusterState(self._order_key)
         self.scratch = SessionScratch(
             self.state,
-            {},
+            StaticSelectMemo(),
             UnsatisfiableCache(enabled=self.config.unsatisfiable_cache),
             pacer=Pacer(self.config.yield_every),
         )
@@ -194,7 +194,7 @@ class SchedulerCore:
         except ResReqSyntaxError as exc:
             problem = f"bad resreq: {exc}"
         if problem:
-            self.state.job_rejected(ev)
+            self.state.job_rejected(ev, problem)
             self._outbox.append(JobRejected(job_id=ev.job_id, error=problem))
             return
         canonical = self._canonical.get(ev.resreq)

@@ -70,10 +70,49 @@ class CandidateSet:
     ptile: int | None = None
 
 
-@dataclass(slots=True, eq=False)
-class _StaticMemo:
-    version: int
-    workers: list[Worker]
+class StaticSelectMemo:
+    """Hosts matching each select that reads only static attributes, kept across
+    sessions until the workers change (``version``).
+
+    Bounded: it holds at most ``max_refs`` worker references in all (distinct
+    selects × matching hosts would otherwise grow without limit under a stream
+    of distinct requirements); past that, the least recently used selects go.
+    """
+
+    __slots__ = ("_entries", "_refs", "max_refs")
+
+    def __init__(self, max_refs: int = 2_000_000) -> None:
+        self.max_refs = max_refs
+        self._entries: dict[str | None, tuple[int, list[Worker]]] = {}
+        self._refs = 0
+
+    def get(self, text: str | None, version: int) -> list[Worker] | None:
+        """The hosts memoised for ``text`` at ``version``, or ``None``."""
+        entry = self._entries.pop(text, None)
+        if entry is None:
+            return None
+        self._entries[text] = entry  # most recently used last
+        return entry[1] if entry[0] == version else None
+
+    def put(self, text: str | None, version: int, workers: list[Worker]) -> None:
+        """Memoise ``workers`` for ``text``, evicting the least recently used."""
+        old = self._entries.pop(text, None)
+        if old is not None:
+            self._refs -= len(old[1])
+        entries = self._entries
+        while entries and self._refs + len(workers) > self.max_refs:
+            _, evicted = entries.pop(next(iter(entries)))
+            self._refs -= len(evicted)
+        entries[text] = (version, workers)
+        self._refs += len(workers)
+
+    @property
+    def refs(self) -> int:
+        """Worker references held (the measure of its size)."""
+        return self._refs
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 @dataclass(slots=True, eq=False)
@@ -82,7 +121,7 @@ class SessionScratch:
     select results that read only static attributes, keyed by worker version."""
 
     state: ClusterState
-    static_memo: dict[str | None, _StaticMemo]
+    static_memo: StaticSelectMemo
     cache: UnsatisfiableCache
     number: int = 0
     pacer: Pacer = field(default_factory=Pacer)
@@ -250,15 +289,15 @@ class SessionScratch:
     def _static(self, select: SelectExpr | None) -> list[Worker]:
         state = self.state
         text = select.text if select is not None else None
-        memo = self.static_memo.get(text)
-        if memo is None or memo.version != state.worker_version:
+        workers = self.static_memo.get(text, state.worker_version)
+        if workers is None:
             workers = [
                 w
                 for w in state.workers
                 if w is not None and w.usable and (select is None or select.evaluate(w.values))
             ]
-            memo = self.static_memo[text] = _StaticMemo(state.worker_version, workers)
-        return memo.workers
+            self.static_memo.put(text, state.worker_version, workers)
+        return workers
 
     def _matching(self, select: SelectExpr | None) -> tuple[list[Worker], bool]:
         if select is None or self._is_static(select):

@@ -25,6 +25,7 @@ _PENDING = JobState.PENDING
 _RUNNING = JobState.RUNNING
 _DONE = JobState.DONE
 _REJECTED = JobState.REJECTED
+_REJECTED_RESREQ = Primary()
 
 
 class EventInconsistent(XceError):
@@ -56,6 +57,7 @@ class ClusterState:
     def __init__(self, order_key: Callable[[Job, Queue], tuple[Any, ...]]) -> None:
         self.order_key = order_key
         self.workers: list[Worker | None] = []
+        self._holes = 0  # removed workers' entries in ``workers`` (None)
         self.by_name: dict[str, Worker] = {}
         self.shared_total: dict[str, float] = {}
         self.shared_used: dict[str, float] = {}
@@ -130,6 +132,21 @@ class ClusterState:
         self.workers[w.index] = None
         del self.by_name[name]
         self.worker_version += 1
+        self._holes += 1
+        if self._holes > 64 and self._holes * 2 > len(self.workers):
+            self._compact_workers()
+
+    def _compact_workers(self) -> None:
+        """Drop the holes removed workers left, renumbering the rest in the same
+        order. Indices are only held within a session (attempt claims, cursors),
+        and events never apply during one, so renumbering here is safe; doing it
+        when holes outnumber workers keeps removal O(1) amortised and every scan
+        over the table proportional to the live workers."""
+        live = [w for w in self.workers if w is not None]
+        for index, w in enumerate(live):
+            w.index = index
+        self.workers = list(live)
+        self._holes = 0
 
     def _worker(self, name: str) -> Worker:
         w = self.by_name.get(name)
@@ -180,11 +197,18 @@ class ClusterState:
         self.pending_count += 1
         return job
 
-    def job_rejected(self, ev: JobSubmitted) -> None:
-        """Remember a job that was refused, so its id cannot be reused silently."""
-        self._new_job(ev, Primary(), _REJECTED)
+    def job_rejected(self, ev: JobSubmitted, error: str) -> None:
+        """Remember a job that was refused, so its id cannot be reused silently.
 
-    def _new_job(self, ev: JobSubmitted, resreq: ResReq, state: JobState) -> Job:
+        Only its id and the error are kept: a refused requirement can be large
+        (hostile input), and nothing will ever read it again.
+        """
+        job = self._new_job(ev, _REJECTED_RESREQ, _REJECTED, resreq_text="")
+        job.last_reason = error
+
+    def _new_job(
+        self, ev: JobSubmitted, resreq: ResReq, state: JobState, resreq_text: str | None = None
+    ) -> Job:
         if ev.job_id in self.jobs:
             raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
         self._seq += 1
@@ -197,7 +221,7 @@ class ClusterState:
             submit_time=ev.submit_time,
             min_tasks=ev.task_range[0],
             max_tasks=ev.max_tasks,
-            resreq_text=ev.resreq,
+            resreq_text=ev.resreq if resreq_text is None else resreq_text,
             resreq=resreq,
             seq=self._seq,
             state=state,

@@ -323,3 +323,17 @@ async def test_picker_with_ties_still_schedules_every_group() -> None:
     ]
     out = await process_events([*events, up("a", 8, {"mem": 100}), GO], core=core)
     assert len(allocations(out)) == 6
+
+
+async def test_the_static_select_memo_is_bounded() -> None:
+    # A stream of distinct static selects: the memo keeps at most max_refs
+    # worker references, dropping the least recently used selects.
+    core = SchedulerCore()
+    core.scratch.static_memo.max_refs = 50
+    events: list[Any] = [up(f"h{i}", 1, type="a") for i in range(10)]
+    events += [submit(f"j{i}", f"select[type==a && ncpus>={-i}]", 1) for i in range(40)]
+    events.append(GO)
+    await process_events(events, core=core)
+    memo = core.scratch.static_memo
+    assert memo.refs <= 50
+    assert 0 < len(memo) <= 5

@@ -134,3 +134,27 @@ async def test_worker_redefined_below_use_has_nothing_free() -> None:
     assert w.free_slots == 0
     out = await process_events([submit("k"), GO], core=core)
     assert pends(out)["k"].reason == "not_enough_slots"
+
+
+async def test_a_rejected_job_keeps_only_its_id_and_error() -> None:
+    core = SchedulerCore()
+    huge = "select[" + "x" * 100_000 + " == ]"  # a large, bad requirement
+    out = await process_events([submit("j", huge), submit("j")], core=core)
+    assert [type(d).__name__ for d in out] == ["JobRejected", "EventRejected"]
+    job = core.state.jobs["j"]
+    assert job.state is JobState.REJECTED
+    assert job.resreq_text == ""
+    assert job.last_reason is not None
+    assert job.last_reason.startswith("bad resreq")
+
+
+async def test_removed_workers_do_not_leave_the_worker_table_growing() -> None:
+    core = SchedulerCore()
+    events = [up("keep", 1)]
+    for i in range(3000):
+        events += [up(f"w{i}", 1), WorkerRemoved(name=f"w{i}")]
+    events += [submit("j", "", 1), GO]
+    out = await process_events(events, core=core)
+    assert allocations(out) == {"j": [("keep", 1)]}
+    assert len(core.state.workers) <= 2 * 64 + 2
+    assert [w.index for w in core.state.live_workers()] == [0]

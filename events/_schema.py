@@ -3,11 +3,20 @@
 Every event is a frozen :class:`msgspec.Struct` tagged by a ``type`` field with a
 snake_case name. The wire names are a contract with outside tools: fields may be
 added (optional, with defaults), never renamed.
+
+Input fields carry bounds (:class:`msgspec.Meta` constraints), so a decoder
+rejects out-of-range input with the field's path (``Expected `int` <= 1048576 -
+at `$.slots```) before the core sees it. The bounds are far beyond anything a
+real cluster sends; they exist so that hostile or corrupt input (``inf``
+amounts, 2**64 slots, megabyte names) is a rejected event, not a failure deep
+in the core. Like all msgspec constraints they are checked when decoding, not
+when a struct is built in Python.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, TypeAlias
+import sys
+from typing import Annotated, Final, TypeAlias
 
 from msgspec import Meta, Struct
 
@@ -22,6 +31,14 @@ __all__ = [
     "JobPended",
     "JobRejected",
     "JobSubmitted",
+    "MAX_AMOUNT",
+    "MAX_ENTRIES",
+    "MAX_NAME_LENGTH",
+    "MAX_PRIORITY",
+    "MAX_RESREQ_LENGTH",
+    "MAX_SLOTS",
+    "MAX_TASKS",
+    "MIN_PRIORITY",
     "QueueConfig",
     "SessionBegin",
     "SessionEnd",
@@ -32,11 +49,38 @@ __all__ = [
     "WorkerUp",
 ]
 
-Name = Annotated[str, Meta(min_length=1, max_length=4096)]
-NonNegInt = Annotated[int, Meta(ge=0)]
-PosInt = Annotated[int, Meta(ge=1)]
-NonNegFloat = Annotated[float, Meta(ge=0)]
-AttrValue: TypeAlias = str | bool | int | float
+MAX_NAME_LENGTH: Final = 4096
+"""Longest name, id or other short text field, in characters (worker and job ids,
+user, queue, project, picker, attribute and resource names, string attributes)."""
+MAX_RESREQ_LENGTH: Final = 65536
+"""Longest ``resreq`` string, in characters (64 Ki)."""
+MAX_SLOTS: Final = 1 << 20
+"""Most slots one worker may have (1,048,576)."""
+MAX_TASKS: Final = 1 << 24
+"""Largest ``min_tasks``/``max_tasks`` of a job (16,777,216)."""
+MIN_PRIORITY: Final = -(1 << 31)
+"""Lowest job or queue ``priority`` (a signed 32-bit integer)."""
+MAX_PRIORITY: Final = (1 << 31) - 1
+"""Highest job or queue ``priority``."""
+MAX_AMOUNT: Final = float(1 << 53)
+"""Largest consumable amount or total (2**53: integers up to it are exact floats,
+so claims add and subtract without rounding)."""
+MAX_ENTRIES: Final = 1024
+"""Most entries in a worker's ``attrs`` or ``resources``."""
+
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_LENGTH)]
+Text = Annotated[str, Meta(max_length=MAX_NAME_LENGTH)]
+ResReqText = Annotated[str, Meta(max_length=MAX_RESREQ_LENGTH)]
+Slots = Annotated[int, Meta(ge=0, le=MAX_SLOTS)]
+Tasks = Annotated[int, Meta(ge=1, le=MAX_TASKS)]
+Priority = Annotated[int, Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
+Amount = Annotated[float, Meta(ge=0, le=MAX_AMOUNT)]
+# Finite: NaN fails both comparisons, infinities one of them.
+FiniteFloat = Annotated[float, Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+Int64 = Annotated[int, Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+AttrValue: TypeAlias = Text | bool | Int64 | FiniteFloat
+Attrs = Annotated[dict[Text, AttrValue], Meta(max_length=MAX_ENTRIES)]
+Resources = Annotated[dict[Text, Amount], Meta(max_length=MAX_ENTRIES)]
 
 
 class _Event(Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=False):
@@ -56,9 +100,9 @@ class WorkerUp(_Event, tag="worker_up", frozen=True):
     """
 
     name: Name
-    slots: NonNegInt
-    attrs: dict[str, AttrValue] = {}
-    resources: dict[str, NonNegFloat] = {}
+    slots: Slots
+    attrs: Attrs = {}
+    resources: Resources = {}
 
 
 class WorkerDown(_Event, tag="worker_down", frozen=True):
@@ -77,7 +121,7 @@ class SharedResource(_Event, tag="shared_resource", frozen=True):
     """Define or resize a cluster-wide consumable (e.g. a licence pool)."""
 
     name: Name
-    total: NonNegFloat
+    total: Amount
 
 
 class JobSubmitted(_Event, tag="job_submitted", frozen=True):
@@ -90,14 +134,14 @@ class JobSubmitted(_Event, tag="job_submitted", frozen=True):
     """
 
     job_id: Name
-    user: str = ""
-    queue: str = ""
-    project: str = ""
-    priority: int = 0
-    submit_time: float = 0.0
-    min_tasks: PosInt | None = None
-    max_tasks: PosInt = 1
-    resreq: str = ""
+    user: Text = ""
+    queue: Text = ""
+    project: Text = ""
+    priority: Priority = 0
+    submit_time: FiniteFloat = 0.0
+    min_tasks: Tasks | None = None
+    max_tasks: Tasks = 1
+    resreq: ResReqText = ""
 
     @property
     def task_range(self) -> tuple[int, int]:
@@ -120,9 +164,9 @@ class JobCancelled(_Event, tag="job_cancelled", frozen=True):
 class QueueConfig(_Event, tag="queue_config", frozen=True):
     """Define a queue's priority and, optionally, the picker that orders its jobs."""
 
-    name: str
-    priority: int = 0
-    picker: str | None = None
+    name: Text
+    priority: Priority = 0
+    picker: Text | None = None
 
 
 class SessionBegin(_Event, tag="session_begin", frozen=True):

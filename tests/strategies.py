@@ -7,11 +7,14 @@ from hypothesis import strategies as st
 
 import events as _events
 
+# Input events are drawn within the schema's limits (their edges included), so
+# every one of them survives a round trip through a decoder.
 _EV_I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-_EV_NON_NEG_I64 = st.integers(min_value=0, max_value=2**63 - 1)
-_EV_POS_I64 = st.integers(min_value=1, max_value=2**63 - 1)
+_EV_SLOTS = st.integers(min_value=0, max_value=_events.MAX_SLOTS)
+_EV_TASKS = st.integers(min_value=1, max_value=_events.MAX_TASKS)
+_EV_PRIORITY = st.integers(min_value=_events.MIN_PRIORITY, max_value=_events.MAX_PRIORITY)
 _EV_FLOAT = st.floats(allow_nan=False, allow_infinity=False)
-_EV_NON_NEG_FLOAT = st.floats(min_value=0, allow_nan=False, allow_infinity=False)
+_EV_AMOUNT = st.floats(min_value=0, max_value=_events.MAX_AMOUNT)
 _EV_TEXT = st.text(max_size=20)
 _EV_NAME = st.text(min_size=1, max_size=20)
 _EV_ATTR_VALUE = st.one_of(_EV_TEXT, st.booleans(), _EV_I64, _EV_FLOAT)
@@ -19,29 +22,29 @@ _EV_ATTR_VALUE = st.one_of(_EV_TEXT, st.booleans(), _EV_I64, _EV_FLOAT)
 worker_up_events = st.builds(
     _events.WorkerUp,
     name=_EV_NAME,
-    slots=_EV_NON_NEG_I64,
+    slots=_EV_SLOTS,
     attrs=st.dictionaries(_EV_TEXT, _EV_ATTR_VALUE, max_size=4),
-    resources=st.dictionaries(_EV_TEXT, _EV_NON_NEG_FLOAT, max_size=4),
+    resources=st.dictionaries(_EV_TEXT, _EV_AMOUNT, max_size=4),
 )
 worker_down_events = st.builds(_events.WorkerDown, name=_EV_NAME)
 worker_removed_events = st.builds(_events.WorkerRemoved, name=_EV_NAME)
-shared_resource_events = st.builds(_events.SharedResource, name=_EV_NAME, total=_EV_NON_NEG_FLOAT)
+shared_resource_events = st.builds(_events.SharedResource, name=_EV_NAME, total=_EV_AMOUNT)
 job_submitted_events = st.builds(
     _events.JobSubmitted,
     job_id=_EV_NAME,
     user=_EV_TEXT,
     queue=_EV_TEXT,
     project=_EV_TEXT,
-    priority=_EV_I64,
+    priority=_EV_PRIORITY,
     submit_time=_EV_FLOAT,
-    min_tasks=_EV_POS_I64,
-    max_tasks=_EV_POS_I64,
+    min_tasks=_EV_TASKS,
+    max_tasks=_EV_TASKS,
     resreq=_EV_TEXT,
 )
 job_finished_events = st.builds(_events.JobFinished, job_id=_EV_NAME)
 job_cancelled_events = st.builds(_events.JobCancelled, job_id=_EV_NAME)
 queue_config_events = st.builds(
-    _events.QueueConfig, name=_EV_TEXT, priority=_EV_I64, picker=st.none() | _EV_TEXT
+    _events.QueueConfig, name=_EV_TEXT, priority=_EV_PRIORITY, picker=st.none() | _EV_TEXT
 )
 session_begin_events = st.builds(_events.SessionBegin)
 

@@ -13,6 +13,10 @@ Decoding never raises on bad input: every undecodable item becomes a
 :class:`BadEvent` in its place in the output, and the good items around it are
 returned as usual. Whether to skip, reject or abort is the caller's decision
 (``--strict`` consumers raise :class:`~events.EventDecodeError`).
+
+What a decoder returns does not depend on how the input is chunked: it is
+exactly what decoding each line or frame on its own gives (see
+:mod:`events._framing` for how batching keeps that promise).
 """
 
 from __future__ import annotations
@@ -69,13 +73,19 @@ class EventDecoder(Generic[T]):
     item. The msgspec decoders are built once, here.
 
     Each NDJSON line must hold exactly one JSON value and each msgpack frame
-    exactly one msgpack value; anything else is a :class:`BadEvent`. (Batches
-    are checked by element count; only input built to split one value over two
-    items *and* pack two values into a third item in the same chunk could be
-    mis-attributed, and even then no good item is lost.)
+    exactly one msgpack value; anything else is a :class:`BadEvent`, and so is
+    a value nested too deeply to decode (never a :class:`RecursionError`). The
+    result is the same however the input is split into chunks.
+
+    A msgpack frame whose length prefix exceeds ``max_frame`` is reported as
+    soon as the prefix arrives and its bytes are skipped (the prefix is the only
+    framing msgpack has); if the input ends first, :meth:`close` reports the
+    truncation under the same index.
 
     Items are numbered from 0 in stream order, bad ones included. A decoder is
-    not thread-safe; its methods are synchronous and never block.
+    not thread-safe; its methods are synchronous and never block. Decoding is
+    linear in the input however it is chunked, and :attr:`buffered` (at most
+    ``max_frame`` plus one chunk) is all a decoder holds between calls.
     Raises :class:`ValueError` for an unknown ``format`` or ``max_frame < 1``.
     """
 
@@ -119,9 +129,15 @@ class EventDecoder(Generic[T]):
         """Flush the end of the stream and reset the decoder for a new stream.
 
         NDJSON: a final line without its newline is decoded. msgpack: a truncated
-        frame becomes a :class:`BadEvent`. Numbering restarts at 0 afterwards.
+        frame (including one being skipped as over the limit) becomes a
+        :class:`BadEvent`. Numbering restarts at 0 afterwards.
         """
         return self._framer.close()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a partial item (what :meth:`close` would flush)."""
+        return self._framer.buffered
 
 
 @final

@@ -31,7 +31,7 @@ from events import (
     WorkerUp,
 )
 from xce_core import Registry, SchedulerConfig, process_events
-from xce_core.cli._run import run_command
+from xce_core.cli._run_command import run_command
 from xce_core.resreq import Span
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from xce_core.cli._run import run_command
+from xce_core.cli._run_command import run_command
 from xce_core.cli._simulate import generate_trace_command, simulate_command
 
 __all__ = ["main"]

@@ -1,0 +1,249 @@
+"""``xce run``'s command line: options, endpoints and signals around :func:`consume`.
+
+The click command checks the options and builds the core; :func:`_serve` opens
+stdin, ``--input`` or a listening socket and the output, runs
+:func:`~xce_core.cli._run.consume`, and turns SIGINT and SIGTERM into
+cancellation and their exit statuses.
+
+Exit statuses: 0 end of input, 1 I/O failure, 2 usage error or a malformed event
+under ``--strict``, 130 after SIGINT, 143 after SIGTERM.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sys
+import textwrap
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import anyio.abc
+import click
+import msgspec
+
+from events import DECISION_TYPES, DEFAULT_MAX_FRAME, INPUT_TYPES, EventFormat
+from xce_core import SchedulerConfig, SchedulerCore, XceError, default_registry
+from xce_core.cli._endpoints import (
+    Connections,
+    FdReceiveStream,
+    FdWriter,
+    open_listener,
+    parse_listen_address,
+    stderr_line,
+)
+from xce_core.cli._run import EXIT_IO_ERROR, EXIT_OK, consume, unknown_plugin
+from xce_core.runtime import run_async
+
+__all__ = ["run_command"]
+
+
+# --------------------------------------------------------------------------- serving
+
+
+async def _serve(
+    core: SchedulerCore,
+    input_path: str | None,
+    listen: str | None,
+    once: bool,
+    output_path: str | None,
+    options: dict[str, Any],
+) -> int:
+    """Open the endpoints, consume, and map signals to their exit statuses."""
+    signalled: list[int] = []
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with AsyncExitStack() as stack:
+            if output_path is None:
+                write = FdWriter(sys.stdout.fileno())
+            else:
+                fd = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+                stack.callback(os.close, fd)
+                write = FdWriter(fd)
+            source: anyio.abc.ByteReceiveStream | Connections
+            if listen is not None:
+                source = await stack.enter_async_context(open_listener(listen, once))
+            elif input_path is not None:
+                source = FdReceiveStream(os.open(input_path, os.O_RDONLY), close_fd=True)
+            else:
+                source = FdReceiveStream(sys.stdin.fileno())
+            status = EXIT_OK
+            async with anyio.create_task_group() as tg:
+
+                async def stop_on_signal() -> None:
+                    async for signum in signals:
+                        signalled.append(signum)
+                        core.cancel_session()
+                        tg.cancel_scope.cancel()
+
+                tg.start_soon(stop_on_signal)
+                status = await consume(source, core, write, **options)
+                tg.cancel_scope.cancel()
+    return 128 + signalled[0] if signalled else status
+
+
+# --------------------------------------------------------------------------- command
+
+
+def _field_summary(cls: type[msgspec.Struct]) -> str:
+    parts = []
+    for field in msgspec.structs.fields(cls):
+        if field.required:
+            parts.append(field.encode_name)
+            continue
+        default = field.default_factory() if field.default is msgspec.NODEFAULT else field.default
+        parts.append(f"{field.encode_name}={msgspec.json.encode(default).decode()}")
+    return ", ".join(parts) or "(no fields)"
+
+
+def _schema_help() -> str:
+    lines = ["\b", 'Input events (one JSON object per line; "type" is the tag):']
+    lines += [_help_line(cls) for cls in INPUT_TYPES]
+    lines += ["\b", "Decisions:"]
+    lines += [_help_line(cls) for cls in DECISION_TYPES]
+    return "\n".join(lines)
+
+
+def _help_line(cls: type[msgspec.Struct]) -> str:
+    tag = cls.__struct_config__.tag
+    assert isinstance(tag, str)
+    return textwrap.fill(
+        _field_summary(cls), 76, initial_indent=f"  {tag:<16} ", subsequent_indent=" " * 19
+    )
+
+
+_HELP = f"""Consume input events, write scheduling decisions.
+
+Events come from stdin, --input FILE, or socket connections (--listen
+tcp://HOST:PORT or unix:PATH; HOST defaults to 127.0.0.1, served one connection
+at a time). A session runs at every session_begin and, with --interval S,
+every S seconds when something changed. Decisions go to stdout (or --output
+FILE), flushed after every session and every input chunk.
+
+A malformed event becomes an event_rejected decision (index, line, error with
+the field path) and is skipped; --strict stops there with status 2.
+
+{_schema_help()}
+
+\b
+Example:  {{"type":"worker_up","name":"h1","slots":4}}
+Every event type with an example line: README.md, section "Event reference".
+
+\b
+Exit status: 0 end of input; 1 I/O error; 2 usage error or --strict stop;
+130 SIGINT; 143 SIGTERM (the running session is cancelled, decisions flushed).
+"""
+
+_FORMATS = click.Choice(["ndjson", "msgpack"])
+
+
+@click.command("run", help=_HELP)
+@click.option("--input", "input_path", metavar="FILE", help="Read events from FILE.")
+@click.option("--listen", metavar="ADDRESS", help="tcp://HOST:PORT or unix:PATH.")
+@click.option("--once", is_flag=True, help="With --listen: exit after the first connection.")
+@click.option("--output", "output_path", metavar="FILE", help="Write decisions to FILE.")
+@click.option(
+    "--format",
+    "input_format",
+    type=_FORMATS,
+    default="ndjson",
+    show_default=True,
+    help="Input: JSON lines, or msgpack frames after a 4-byte big-endian length.",
+)
+@click.option("--output-format", type=_FORMATS, help="Default: the input format.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+    help="Also run a session every S seconds when something changed.",
+)
+@click.option("--strict", is_flag=True, help="Stop at the first malformed event (status 2).")
+@click.option("--picker", default="fcfs", show_default=True, help="Default job picker.")
+@click.option(
+    "--sequential-allocator",
+    default="seqjob",
+    show_default=True,
+    metavar="NAME",
+    help="Allocator for one-task requirements (xce.allocators entry point).",
+)
+@click.option(
+    "--parallel-allocator",
+    default="parjob",
+    show_default=True,
+    metavar="NAME",
+    help="Allocator for multi-task requirements (xce.allocators entry point).",
+)
+@click.option("--strict-fifo", is_flag=True, help="A session stops at the first job that pends.")
+@click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
+@click.option(
+    "--max-frame",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_FRAME,
+    metavar="BYTES",
+    show_default=True,
+    help="Longest event line or frame.",
+)
+def run_command(
+    input_path: str | None,
+    listen: str | None,
+    once: bool,
+    output_path: str | None,
+    input_format: EventFormat,
+    output_format: EventFormat | None,
+    interval: float | None,
+    strict: bool,
+    picker: str,
+    sequential_allocator: str,
+    parallel_allocator: str,
+    strict_fifo: bool,
+    no_cache: bool,
+    max_frame: int,
+) -> None:
+    if input_path is not None and listen is not None:
+        raise click.UsageError("--input and --listen are mutually exclusive")
+    if once and listen is None:
+        raise click.UsageError("--once needs --listen")
+    if listen is not None:
+        try:
+            parse_listen_address(listen)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--listen") from None
+    config = SchedulerConfig(
+        picker=picker,
+        sequential_allocator=sequential_allocator,
+        parallel_allocator=parallel_allocator,
+        strict_fifo=strict_fifo,
+        unsatisfiable_cache=not no_cache,
+        session_interval=interval,
+    )
+    try:
+        registry = default_registry()
+    except XceError as exc:  # a broken or clashing installed plugin
+        raise click.ClickException(str(exc)) from None
+    unknown = unknown_plugin(registry, config)
+    if unknown is not None:
+        option, message = unknown
+        raise click.BadParameter(message, param_hint=option)
+    core = SchedulerCore(config, registry=registry)
+    options = dict(
+        format=input_format,
+        output_format=output_format,
+        strict=strict,
+        interval=interval,
+        max_frame=max_frame,
+    )
+    main = functools.partial(_serve, core, input_path, listen, once, output_path, options)
+    status = EXIT_IO_ERROR
+    try:
+        status = run_async(main)
+    except* OSError as group:
+        stderr_line(f"xce run: {_first_leaf(group)}")
+    sys.exit(status)
+
+
+def _first_leaf(group: BaseExceptionGroup[OSError]) -> BaseException:
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first

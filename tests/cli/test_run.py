@@ -2,133 +2,29 @@
 
 from __future__ import annotations
 
-import json
-import queue
+import math
 import re
 import signal
 import socket
 import struct
-import subprocess
-import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
 
+import msgspec
 import pytest
 
 from events import Decision, EventDecoder, EventEncoder, JobSubmitted, SessionBegin, WorkerUp
-
-XCE_RUN = [sys.executable, "-c", "from xce_core.cli._main import main; main()", "run"]
-TIMEOUT = 4.0
-
-WORKERS = [
-    '{"type":"worker_up","name":"h1","slots":4}',
-    '{"type":"worker_up","name":"h2","slots":2,"attrs":{"type":"x86"}}',
-]
-SESSION = '{"type":"session_begin"}'
-MSGPACK_EVENTS = EventEncoder("msgpack").encode_many(
-    [WorkerUp(name="h1", slots=2), JobSubmitted(job_id="a"), SessionBegin()]
+from tests.cli.xce_process import (
+    MSGPACK_EVENTS,
+    SESSION,
+    TIMEOUT,
+    WORKERS,
+    Consumer,
+    job,
+    ndjson,
+    parse,
+    run,
+    start,
 )
-
-
-def job(job_id: str, tasks: int = 1) -> str:
-    return json.dumps(
-        {"type": "job_submitted", "job_id": job_id, "min_tasks": tasks, "max_tasks": tasks}
-    )
-
-
-def ndjson(*lines: str) -> bytes:
-    return "".join(line + "\n" for line in lines).encode()
-
-
-def parse(output: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in output.splitlines()]
-
-
-def run(*args: str, input: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [*XCE_RUN, *args], input=input, capture_output=True, timeout=TIMEOUT, check=False
-    )
-
-
-def _pump(stream: IO[bytes], into: queue.Queue[bytes]) -> None:
-    for line in iter(stream.readline, b""):
-        into.put(line)
-
-
-class Consumer:
-    """A running ``xce run`` whose stdout and stderr lines are read by threads."""
-
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [*XCE_RUN, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.out: queue.Queue[bytes] = queue.Queue()
-        self.err: queue.Queue[bytes] = queue.Queue()
-        assert self.proc.stdout is not None
-        assert self.proc.stderr is not None
-        self.pumps = [
-            threading.Thread(target=_pump, args=(stream, into), daemon=True)
-            for stream, into in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
-        ]
-        for pump in self.pumps:
-            pump.start()
-
-    def send(self, data: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    def read_until(self, decision_type: str) -> list[dict[str, Any]]:
-        """Decisions up to and including the next one of ``decision_type``."""
-        got: list[dict[str, Any]] = []
-        while not got or got[-1]["type"] != decision_type:
-            got.append(json.loads(self.out.get(timeout=TIMEOUT)))
-        return got
-
-    def stderr_line(self) -> str:
-        return self.err.get(timeout=TIMEOUT).decode()
-
-    def wait(self) -> int:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        return self.proc.wait(timeout=TIMEOUT)
-
-    def close(self) -> None:
-        """Kill the process if still running, and release every pipe."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        for pump in self.pumps:
-            pump.join(timeout=TIMEOUT)
-        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
-
-    def rest(self) -> list[dict[str, Any]]:
-        """Every decision not yet read; call after the process has exited."""
-        for pump in self.pumps:
-            pump.join(timeout=TIMEOUT)
-        return [json.loads(self.out.get_nowait()) for _ in range(self.out.qsize())]
-
-
-@pytest.fixture
-def consumer_factory() -> Iterator[list[Consumer]]:
-    started: list[Consumer] = []
-    yield started
-    for consumer in started:
-        consumer.close()
-
-
-def start(started: list[Consumer], *args: str) -> Consumer:
-    consumer = Consumer(*args)
-    started.append(consumer)
-    return consumer
-
 
 # --------------------------------------------------------------------------- pipes
 
@@ -234,6 +130,78 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     result = run(*args)
     assert result.returncode == 2
     assert b"Error" in result.stderr
+
+
+# --------------------------------------------------------------------------- hostile input
+
+
+def test_deeply_nested_input_is_rejected_and_the_consumer_carries_on() -> None:
+    deep = '{"type":"job_finished","job_id":"x","x":' + "[" * 5000 + "]" * 5000 + "}"
+    result = run(input=ndjson(*WORKERS, deep, job("a", 2), SESSION))
+    assert result.returncode == 0, result.stderr
+    decisions = parse(result.stdout)
+    assert [d["type"] for d in decisions] == ["event_rejected", "job_allocated", "session_end"]
+    assert decisions[0]["line"] == 3
+    assert "nested too deeply" in decisions[0]["error"]
+
+
+def test_non_finite_and_huge_msgpack_numbers_are_rejected_before_the_core() -> None:
+    encoder = EventEncoder("msgpack")
+    frames = [
+        msgspec.msgpack.encode(
+            {"type": "worker_up", "name": "h1", "slots": 4, "resources": {"mem": math.inf}}
+        ),
+        msgspec.msgpack.encode({"type": "worker_up", "name": "h2", "slots": 2**64 - 1}),
+        msgspec.msgpack.encode({"type": "job_submitted", "job_id": "p", "priority": 10**18}),
+    ]
+    data = b"".join(len(f).to_bytes(4, "big") + f for f in frames) + encoder.encode_many(
+        [
+            WorkerUp(name="h3", slots=4, resources={"mem": 100.0}),
+            JobSubmitted(
+                job_id="a", min_tasks=2, max_tasks=4, resreq="rusage[mem=10] span[stripe]"
+            ),
+            SessionBegin(),
+        ]
+    )
+    # parjob_pack divides free amounts: an infinite one used to raise ValueError there.
+    result = run(
+        "--format",
+        "msgpack",
+        "--output-format",
+        "ndjson",
+        "--parallel-allocator",
+        "parjob_pack",
+        input=data,
+    )
+    assert result.returncode == 0, result.stderr
+    decisions = parse(result.stdout)
+    assert [(d["type"], d.get("index")) for d in decisions] == [
+        ("event_rejected", 0),
+        ("event_rejected", 1),
+        ("event_rejected", 2),
+        ("job_allocated", None),
+        ("session_end", None),
+    ]
+    assert [d["error"].rsplit("at ", 1)[1] for d in decisions[:3]] == [
+        "`$.resources[...]`",
+        "`$.slots`",
+        "`$.priority`",
+    ]
+
+
+def test_a_lying_msgpack_length_is_reported_at_once_and_at_the_end() -> None:
+    data = MSGPACK_EVENTS + b"\xff\xff\xff\xff" + MSGPACK_EVENTS
+    result = run("--format", "msgpack", "--output-format", "ndjson", input=data)
+    assert result.returncode == 0, result.stderr
+    decisions = parse(result.stdout)
+    assert [d["type"] for d in decisions] == [
+        "job_allocated",
+        "session_end",
+        "event_rejected",
+        "event_rejected",
+    ]
+    assert "4294967295 bytes exceeds the 1048576-byte limit" in decisions[2]["error"]
+    assert "truncated frame: input ended" in decisions[3]["error"]
 
 
 # --------------------------------------------------------------------------- sockets

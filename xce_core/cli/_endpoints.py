@@ -1,9 +1,10 @@
 """Byte endpoints for ``xce run``: file descriptors and listening sockets.
 
 :class:`FdReceiveStream` and :class:`FdWriter` move bytes through raw file
-descriptors without blocking the event loop; :func:`open_listener` binds a TCP or Unix
-socket and yields its connections one at a time. Nothing here knows about
-events: the consumer loop in :mod:`xce_core.cli._run` decodes the bytes.
+descriptors without blocking the event loop; :func:`open_listener` binds a TCP
+or Unix socket. Nothing here knows about events: :mod:`xce_core.cli._connections`
+serves the listener's connections and the consumer in :mod:`xce_core.cli._run`
+applies what they send.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ from typing import Any, Final, final
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 from anyio.abc import SocketAttribute, SocketListener
 
 __all__ = [
     "CHUNK_SIZE",
-    "Connections",
     "FdReceiveStream",
     "FdWriter",
+    "format_address",
     "open_listener",
     "parse_listen_address",
     "stderr_line",
@@ -117,27 +117,6 @@ class FdWriter:
 # --------------------------------------------------------------------------- sockets
 
 
-@final
-class Connections:
-    """Connections accepted one at a time, in arrival order; just one with ``once``."""
-
-    def __init__(self, listener: SocketListener, once: bool) -> None:
-        self._listener = listener
-        self._once = once
-        self._accepted = 0
-
-    def __aiter__(self) -> Connections:
-        return self
-
-    async def __anext__(self) -> anyio.abc.SocketStream:
-        if self._once and self._accepted:
-            await anyio.lowlevel.checkpoint()
-            raise StopAsyncIteration
-        connection = await self._listener.accept()
-        self._accepted += 1
-        return connection
-
-
 def parse_listen_address(address: str) -> tuple[str, str, int]:
     """``tcp://HOST:PORT`` or ``unix:PATH`` as ``("tcp", host, port)`` or
     ``("unix", path, 0)``. An empty host means loopback (127.0.0.1); IPv6 hosts
@@ -161,7 +140,8 @@ def parse_listen_address(address: str) -> tuple[str, str, int]:
     return "tcp", host or _LOOPBACK, int(port_text)
 
 
-def _format_address(kind: str, address: Any) -> str:
+def format_address(kind: str, address: Any) -> str:
+    """A socket address as ``tcp://HOST:PORT`` (IPv6 hosts in brackets) or ``unix:PATH``."""
     if kind == "unix":
         return f"unix:{address}"
     host, port = address[0], address[1]
@@ -169,9 +149,10 @@ def _format_address(kind: str, address: Any) -> str:
 
 
 @asynccontextmanager
-async def open_listener(address: str, once: bool) -> AsyncIterator[Connections]:
-    """Bind ``address``, announce the bound address on stderr, and yield its
-    connections; the listener (and a Unix socket file it made) goes at exit."""
+async def open_listener(address: str) -> AsyncIterator[SocketListener]:
+    """Bind ``address`` (see :func:`parse_listen_address`), announce the bound
+    address on stderr, and yield the listener; it (and a Unix socket file it
+    made) goes at exit. Raises :class:`OSError` when binding fails."""
     kind, host, port = parse_listen_address(address)
     listener: SocketListener
     if kind == "unix":
@@ -180,16 +161,16 @@ async def open_listener(address: str, once: bool) -> AsyncIterator[Connections]:
         infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         if not infos:
             raise OSError(f"cannot resolve {host!r}")
-        # One address only (the first), so one listener serves in arrival order.
+        # One address only (the first): one listener, one place to accept.
         multi = await anyio.create_tcp_listener(local_host=str(infos[0][4][0]), local_port=port)
         (first,) = multi.listeners
         assert isinstance(first, SocketListener)
         listener = first
     async with listener:
         bound = listener.extra(SocketAttribute.local_address)
-        stderr_line(f"xce run: listening on {_format_address(kind, bound)}")
+        stderr_line(f"xce run: listening on {format_address(kind, bound)}")
         try:
-            yield Connections(listener, once)
+            yield listener
         finally:
             if kind == "unix":
                 with anyio.CancelScope(shield=True):

@@ -5,8 +5,10 @@ in chunks and applied to one :class:`~xce_core.SchedulerCore`; decisions are
 encoded and written out after every session and every input chunk, so a
 controller talking to ``xce run`` through pipes sees each session's decisions at
 once. :func:`consume` holds the whole loop and does no I/O of its own beyond the
-given stream(s) and ``write``; the click command (:mod:`xce_core.cli._run_command`)
-only opens the endpoints and turns signals into cancellation.
+given stream(s), connections and ``write``. The click command
+(:mod:`xce_core.cli._run_command`) only opens the endpoints and turns signals
+into cancellation; serving connections (concurrency, idle timeout, limit,
+replies) is :mod:`xce_core.cli._connections`.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from typing import Final, final
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 
 from events import DEFAULT_MAX_FRAME, BadEvent, EventDecoder, EventEncoder, EventFormat, InputEvent
 from xce_core import Registry, SchedulerConfig, SchedulerCore
+from xce_core.cli._connections import Batch, ConnectionServer
 from xce_core.cli._endpoints import (
     CHUNK_SIZE,
     FdReceiveStream,
@@ -54,18 +56,17 @@ _FLUSH_TIMEOUT_S: Final = 5.0
 
 
 class _Mark(enum.Enum):
-    END_OF_STREAM = enum.auto()  # flush the decoder: a stream ended
-    DONE = enum.auto()  # no more streams
+    DONE = enum.auto()  # no more input
     TICK = enum.auto()  # --interval elapsed
 
 
-_Message = bytes | _Mark
+_Message = Batch | _Mark
 
 
 @final
 @dataclass(slots=True)
 class _Consumer:
-    """Applies decoded items to the core in stream order and writes decisions.
+    """Applies decoded batches to the core in arrival order and writes decisions.
 
     Every method runs to completion before the next message is looked at, so the
     core has exactly one owner and never sees two sessions at once.
@@ -73,17 +74,20 @@ class _Consumer:
 
     core: SchedulerCore
     write: Callable[[bytes], Awaitable[None]]
-    decoder: EventDecoder[InputEvent]
     encoder: EventEncoder
     strict: bool
     report: Callable[[str], None]
+    batch: Batch | None = None  # the batch being applied: its flushes are replies
 
     async def handle(self, message: _Message) -> int | None:
         """Process one message; an exit status means stop (``--strict``)."""
-        if isinstance(message, bytes):
-            return await self._process(self.decoder.feed(message))
-        if message is _Mark.END_OF_STREAM:
-            return await self._process(self.decoder.close())
+        if isinstance(message, Batch):
+            self.batch = message
+            try:
+                return await self._process(message.items)
+            finally:
+                self.batch = None
+                message.done()
         if message is _Mark.TICK and self.core.changed:
             await self.core.run_session()
             await self.flush()
@@ -107,14 +111,20 @@ class _Consumer:
         return None
 
     async def flush(self) -> None:
-        """Write every decision taken so far (nothing if there are none)."""
+        """Write every decision taken so far (nothing if there are none); while a
+        batch is applied, also hand them to it as replies."""
         decisions = self.core.take_decisions()
         if decisions:
-            await self.write(self.encoder.encode_many(decisions))
+            data = self.encoder.encode_many(decisions)
+            if self.batch is not None:
+                self.batch.reply(data)
+            await self.write(data)
 
 
 async def consume(
-    stream: anyio.abc.ByteReceiveStream | AsyncIterable[anyio.abc.ByteReceiveStream],
+    stream: anyio.abc.ByteReceiveStream
+    | AsyncIterable[anyio.abc.ByteReceiveStream]
+    | ConnectionServer,
     core: SchedulerCore,
     write: Callable[[bytes], Awaitable[None]],
     *,
@@ -126,7 +136,8 @@ async def consume(
     report: Callable[[str], None] = stderr_line,
 ) -> int:
     """Feed ``stream`` (or each stream of an async iterable of them, one after
-    the other) to ``core``; returns the exit status.
+    the other, or the connections of a :class:`ConnectionServer`, concurrently)
+    to ``core``; returns the exit status.
 
     Each stream is read to its end (a partial last item is decoded or rejected
     there, never joined to the next stream), then closed: ownership passes to
@@ -134,34 +145,30 @@ async def consume(
     session. With ``interval``, a session also runs every ``interval`` seconds
     if something changed. Decisions are encoded in ``output_format`` (default:
     ``format``) and passed to ``write`` after every session and every chunk
-    read; ``write`` is awaited before anything else happens.
+    read; ``write`` is awaited before anything else happens. Decisions flushed
+    while a connection's batch is applied are also its replies (see
+    :class:`~xce_core.cli._connections.Batch`). A server decodes with its own
+    format and frame limit; ``format`` and ``max_frame`` here apply to streams.
 
     A malformed item becomes an ``event_rejected`` decision (``index`` counted
     by the core across all streams, ``line`` within its stream) and is skipped.
     With ``strict`` the first one ends consumption: its decision is written,
     ``report`` gets a one-line message and the result is ``EXIT_BAD_EVENT``.
 
-    Returns ``EXIT_OK`` when ``streams`` is exhausted. Cancelled, it stops the
-    running session (decisions already committed stand), writes what was
-    decided (shielded, bounded by a timeout) and re-raises. Errors of the
-    streams or of ``write`` propagate.
+    Returns ``EXIT_OK`` when the input is exhausted (a server: with ``once``,
+    when its connection ends). Cancelled, it stops the running session
+    (decisions already committed stand), writes what was decided (shielded,
+    bounded by a timeout) and re-raises. Errors of the streams, the listener
+    or ``write`` propagate.
     """
-    consumer = _Consumer(
-        core,
-        write,
-        EventDecoder(format, max_frame=max_frame),
-        EventEncoder(output_format or format),
-        strict,
-        report,
-    )
-    streams = _Single(stream) if isinstance(stream, anyio.abc.ByteReceiveStream) else stream
+    consumer = _Consumer(core, write, EventEncoder(output_format or format), strict, report)
     send, receive = anyio.create_memory_object_stream[_Message](_QUEUE_DEPTH)
     status = EXIT_OK
     # receive closes after the task group: a reader blocked in send() is then
     # cancelled, never failed with BrokenResourceError.
     with receive:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_read_streams, streams, send)
+            tg.start_soon(_produce, stream, send, format, max_frame)
             if interval is not None:
                 tg.start_soon(_tick, interval, send.clone())
             try:
@@ -181,41 +188,45 @@ async def consume(
     return status
 
 
-@final
-class _Single:
-    """An async iterable yielding one stream."""
-
-    def __init__(self, stream: anyio.abc.ByteReceiveStream) -> None:
-        self._stream: anyio.abc.ByteReceiveStream | None = stream
-
-    def __aiter__(self) -> _Single:
-        return self
-
-    async def __anext__(self) -> anyio.abc.ByteReceiveStream:
-        await anyio.lowlevel.checkpoint()
-        stream, self._stream = self._stream, None
-        if stream is None:
-            raise StopAsyncIteration
-        return stream
-
-
-async def _read_streams(
-    streams: AsyncIterable[anyio.abc.ByteReceiveStream],
+async def _produce(
+    source: anyio.abc.ByteReceiveStream
+    | AsyncIterable[anyio.abc.ByteReceiveStream]
+    | ConnectionServer,
     send: anyio.abc.ObjectSendStream[_Message],
+    format: EventFormat,
+    max_frame: int,
 ) -> None:
     async with send:
-        async for stream in streams:
-            async with stream:
-                while True:
-                    try:
-                        chunk = await stream.receive(CHUNK_SIZE)
-                    except (anyio.EndOfStream, anyio.ClosedResourceError):
-                        break
-                    except anyio.BrokenResourceError:  # a peer reset is its end, not ours
-                        break
-                    await send.send(chunk)
-            await send.send(_Mark.END_OF_STREAM)
+        if isinstance(source, ConnectionServer):
+            await source.serve(send.send)
+        elif isinstance(source, anyio.abc.ByteReceiveStream):
+            await _read_stream(source, send, EventDecoder(format, max_frame=max_frame))
+        else:
+            async for stream in source:
+                await _read_stream(stream, send, EventDecoder(format, max_frame=max_frame))
         await send.send(_Mark.DONE)
+
+
+async def _read_stream(
+    stream: anyio.abc.ByteReceiveStream,
+    send: anyio.abc.ObjectSendStream[_Message],
+    decoder: EventDecoder[InputEvent],
+) -> None:
+    """Send the batches of ``stream`` (closed at the end), its final item included."""
+    async with stream:
+        while True:
+            try:
+                chunk = await stream.receive(CHUNK_SIZE)
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                break
+            except anyio.BrokenResourceError:  # a peer reset is its end, not ours
+                break
+            items = decoder.feed(chunk)
+            if items:
+                await send.send(Batch(items))
+    rest = decoder.close()
+    if rest:
+        await send.send(Batch(rest))
 
 
 async def _tick(interval: float, send: anyio.abc.ObjectSendStream[_Message]) -> None:

@@ -1,7 +1,8 @@
 """``xce run``'s command line: options, endpoints and signals around :func:`consume`.
 
 The click command checks the options and builds the core; :func:`_serve` opens
-stdin, ``--input`` or a listening socket and the output, runs
+stdin, ``--input`` or a listening socket (served by
+:class:`~xce_core.cli._connections.ConnectionServer`) and the output, runs
 :func:`~xce_core.cli._run.consume`, and turns SIGINT and SIGTERM into
 cancellation and their exit statuses.
 
@@ -17,17 +18,19 @@ import signal
 import sys
 import textwrap
 from contextlib import AsyncExitStack
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, final
 
 import anyio
 import anyio.abc
 import click
 import msgspec
+from click.core import ParameterSource
 
 from events import DECISION_TYPES, DEFAULT_MAX_FRAME, INPUT_TYPES, EventFormat
 from xce_core import SchedulerConfig, SchedulerCore, XceError, default_registry
+from xce_core.cli._connections import ConnectionServer
 from xce_core.cli._endpoints import (
-    Connections,
     FdReceiveStream,
     FdWriter,
     open_listener,
@@ -43,11 +46,22 @@ __all__ = ["run_command"]
 # --------------------------------------------------------------------------- serving
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class _Listen:
+    """The ``--listen`` options (see :class:`ConnectionServer`)."""
+
+    address: str
+    once: bool
+    reply: bool
+    idle_timeout: float | None
+    max_connections: int
+
+
 async def _serve(
     core: SchedulerCore,
     input_path: str | None,
-    listen: str | None,
-    once: bool,
+    listen: _Listen | None,
     output_path: str | None,
     options: dict[str, Any],
 ) -> int:
@@ -61,9 +75,18 @@ async def _serve(
                 fd = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
                 stack.callback(os.close, fd)
                 write = FdWriter(fd)
-            source: anyio.abc.ByteReceiveStream | Connections
+            source: anyio.abc.ByteReceiveStream | ConnectionServer
             if listen is not None:
-                source = await stack.enter_async_context(open_listener(listen, once))
+                source = ConnectionServer(
+                    await stack.enter_async_context(open_listener(listen.address)),
+                    format=options["format"],
+                    output_format=options["output_format"] or options["format"],
+                    max_frame=options["max_frame"],
+                    idle_timeout=listen.idle_timeout,
+                    max_connections=listen.max_connections,
+                    reply=listen.reply,
+                    once=listen.once,
+                )
             elif input_path is not None:
                 source = FdReceiveStream(os.open(input_path, os.O_RDONLY), close_fd=True)
             else:
@@ -116,10 +139,13 @@ def _help_line(cls: type[msgspec.Struct]) -> str:
 _HELP = f"""Consume input events, write scheduling decisions.
 
 Events come from stdin, --input FILE, or socket connections (--listen
-tcp://HOST:PORT or unix:PATH; HOST defaults to 127.0.0.1, served one connection
-at a time). A session runs at every session_begin and, with --interval S,
-every S seconds when something changed. Decisions go to stdout (or --output
-FILE), flushed after every session and every input chunk.
+tcp://HOST:PORT or unix:PATH; HOST defaults to 127.0.0.1). Connections are
+served concurrently, their events applied in arrival order; idle ones are
+closed after --idle-timeout S, and more than --max-connections N are refused.
+A session runs at every session_begin and, with --interval S, every S seconds
+when something changed. Decisions go to stdout (or --output FILE), flushed
+after every session and every input chunk; with --reply, the decisions a
+connection's events caused also go back to it.
 
 A malformed event becomes an event_rejected decision (index, line, error with
 the field path) and is skipped; --strict stops there with status 2.
@@ -142,6 +168,27 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
 @click.option("--input", "input_path", metavar="FILE", help="Read events from FILE.")
 @click.option("--listen", metavar="ADDRESS", help="tcp://HOST:PORT or unix:PATH.")
 @click.option("--once", is_flag=True, help="With --listen: exit after the first connection.")
+@click.option(
+    "--reply",
+    is_flag=True,
+    help="With --listen: also send each connection the decisions its events caused.",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0),
+    default=300.0,
+    metavar="S",
+    show_default=True,
+    help="With --listen: close a connection silent (or not reading) for S seconds; 0: never.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=64,
+    metavar="N",
+    show_default=True,
+    help="With --listen: refuse connections beyond N open ones.",
+)
 @click.option("--output", "output_path", metavar="FILE", help="Write decisions to FILE.")
 @click.option(
     "--format",
@@ -188,6 +235,9 @@ def run_command(
     input_path: str | None,
     listen: str | None,
     once: bool,
+    reply: bool,
+    idle_timeout: float,
+    max_connections: int,
     output_path: str | None,
     input_format: EventFormat,
     output_format: EventFormat | None,
@@ -202,13 +252,18 @@ def run_command(
 ) -> None:
     if input_path is not None and listen is not None:
         raise click.UsageError("--input and --listen are mutually exclusive")
-    if once and listen is None:
-        raise click.UsageError("--once needs --listen")
-    if listen is not None:
+    listen_options = None
+    if listen is None:
+        context = click.get_current_context()
+        for name in ("once", "reply", "idle_timeout", "max_connections"):
+            if context.get_parameter_source(name) is not ParameterSource.DEFAULT:
+                raise click.UsageError(f"--{name.replace('_', '-')} needs --listen")
+    else:
         try:
             parse_listen_address(listen)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--listen") from None
+        listen_options = _Listen(listen, once, reply, idle_timeout or None, max_connections)
     config = SchedulerConfig(
         picker=picker,
         sequential_allocator=sequential_allocator,
@@ -233,7 +288,7 @@ def run_command(
         interval=interval,
         max_frame=max_frame,
     )
-    main = functools.partial(_serve, core, input_path, listen, once, output_path, options)
+    main = functools.partial(_serve, core, input_path, listen_options, output_path, options)
     status = EXIT_IO_ERROR
     try:
         status = run_async(main)

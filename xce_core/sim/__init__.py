@@ -25,22 +25,26 @@ from xce_core.sim._report import (
     timeline,
     write_schedule,
 )
-from xce_core.sim._swf import (
+from xce_core.sim._swf import MAX_LINE_BYTES, SwfTrace, TraceError, iter_swf, read_swf, write_swf
+from xce_core.sim._swf_record import (
+    MAX_INTEGER,
+    MAX_MEMORY_KB,
+    MAX_SECONDS,
     SWF_FIELDS,
     SwfJob,
-    SwfTrace,
-    TraceError,
+    field_limit,
     header_int,
-    iter_swf,
     parse_swf_line,
-    read_swf,
-    write_swf,
 )
 from xce_core.sim._workload import MAX_RUNTIME, WorkloadModel, generate_jobs, swf_header
 
 __all__ = [
     "BOUNDED_SLOWDOWN_TAU",
+    "MAX_INTEGER",
+    "MAX_LINE_BYTES",
+    "MAX_MEMORY_KB",
     "MAX_RUNTIME",
+    "MAX_SECONDS",
     "SWF_FIELDS",
     "ClusterSpec",
     "HostGroup",
@@ -54,6 +58,7 @@ __all__ = [
     "TraceError",
     "WorkloadModel",
     "default_cluster",
+    "field_limit",
     "format_table",
     "generate_jobs",
     "header_int",

@@ -7,6 +7,9 @@ only the core's public names.
 """
 
 from xce_core.sim._cluster import (
+    DEFAULT_MAX_HOSTS,
+    MAX_RESOURCE,
+    MAX_SLOTS,
     ClusterSpec,
     HostGroup,
     SimulationError,
@@ -40,11 +43,14 @@ from xce_core.sim._workload import MAX_RUNTIME, WorkloadModel, generate_jobs, sw
 
 __all__ = [
     "BOUNDED_SLOWDOWN_TAU",
+    "DEFAULT_MAX_HOSTS",
     "MAX_INTEGER",
     "MAX_LINE_BYTES",
     "MAX_MEMORY_KB",
+    "MAX_RESOURCE",
     "MAX_RUNTIME",
     "MAX_SECONDS",
+    "MAX_SLOTS",
     "SWF_FIELDS",
     "ClusterSpec",
     "HostGroup",

@@ -40,18 +40,27 @@ from xce_core.sim._swf_record import (
     header_int,
     parse_swf_line,
 )
-from xce_core.sim._workload import MAX_RUNTIME, WorkloadModel, generate_jobs, swf_header
+from xce_core.sim._workload import (
+    MAX_LOAD,
+    MAX_RUNTIME,
+    MIN_LOAD,
+    WorkloadModel,
+    generate_jobs,
+    swf_header,
+)
 
 __all__ = [
     "BOUNDED_SLOWDOWN_TAU",
     "DEFAULT_MAX_HOSTS",
     "MAX_INTEGER",
     "MAX_LINE_BYTES",
+    "MAX_LOAD",
     "MAX_MEMORY_KB",
     "MAX_RESOURCE",
     "MAX_RUNTIME",
     "MAX_SECONDS",
     "MAX_SLOTS",
+    "MIN_LOAD",
     "SWF_FIELDS",
     "ClusterSpec",
     "HostGroup",

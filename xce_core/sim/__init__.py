@@ -7,6 +7,9 @@ only the core's public names.
 """
 
 from xce_core.sim._cluster import (
+    DEFAULT_MAX_HOSTS,
+    MAX_RESOURCE,
+    MAX_SLOTS,
     ClusterSpec,
     HostGroup,
     SimulationError,
@@ -19,28 +22,45 @@ from xce_core.sim._report import (
     JobOutcome,
     SimResult,
     SimSummary,
+    check_plot,
     format_table,
     plot_timeline,
     summarize,
     timeline,
     write_schedule,
 )
-from xce_core.sim._swf import (
+from xce_core.sim._swf import MAX_LINE_BYTES, SwfTrace, TraceError, iter_swf, read_swf, write_swf
+from xce_core.sim._swf_record import (
+    MAX_INTEGER,
+    MAX_MEMORY_KB,
+    MAX_SECONDS,
     SWF_FIELDS,
     SwfJob,
-    SwfTrace,
-    TraceError,
+    field_limit,
     header_int,
-    iter_swf,
     parse_swf_line,
-    read_swf,
-    write_swf,
 )
-from xce_core.sim._workload import MAX_RUNTIME, WorkloadModel, generate_jobs, swf_header
+from xce_core.sim._workload import (
+    MAX_LOAD,
+    MAX_RUNTIME,
+    MIN_LOAD,
+    WorkloadModel,
+    generate_jobs,
+    swf_header,
+)
 
 __all__ = [
     "BOUNDED_SLOWDOWN_TAU",
+    "DEFAULT_MAX_HOSTS",
+    "MAX_INTEGER",
+    "MAX_LINE_BYTES",
+    "MAX_LOAD",
+    "MAX_MEMORY_KB",
+    "MAX_RESOURCE",
     "MAX_RUNTIME",
+    "MAX_SECONDS",
+    "MAX_SLOTS",
+    "MIN_LOAD",
     "SWF_FIELDS",
     "ClusterSpec",
     "HostGroup",
@@ -53,7 +73,9 @@ __all__ = [
     "SwfTrace",
     "TraceError",
     "WorkloadModel",
+    "check_plot",
     "default_cluster",
+    "field_limit",
     "format_table",
     "generate_jobs",
     "header_int",

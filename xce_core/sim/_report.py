@@ -33,6 +33,7 @@ __all__ = [
     "JobOutcome",
     "SimResult",
     "SimSummary",
+    "check_plot",
     "format_table",
     "plot_timeline",
     "summarize",
@@ -98,6 +99,19 @@ class SimResult(msgspec.Struct, kw_only=True):
     jobs: list[JobOutcome]
 
 
+_FIGURES: Final = (
+    "makespan",
+    "wait_mean",
+    "wait_median",
+    "wait_p95",
+    "wait_max",
+    "bounded_slowdown_mean",
+    "utilisation",
+    "wall_time_s",
+    "jobs_per_s",
+)
+
+
 def _percentile(sorted_values: Sequence[float], fraction: float) -> float:
     """Nearest-rank percentile of non-empty, sorted values."""
     rank = max(1, math.ceil(fraction * len(sorted_values)))
@@ -114,7 +128,10 @@ def summarize(
     sessions_skipped: int = 0,
     wall_time_s: float,
 ) -> SimSummary:
-    """Compute the summary of finished replay ``outcomes``. Pure."""
+    """Compute the summary of finished replay ``outcomes``. Pure.
+
+    Raises ``ValueError`` if a figure would not be finite, which outcomes of jobs
+    within the SWF limits (:mod:`xce_core.sim._swf_record`) never cause."""
     started = [o for o in outcomes if o.status == "started"]
     rejected: dict[str, int] = {}
     for o in outcomes:
@@ -130,7 +147,7 @@ def summarize(
         max(1.0, ((o.wait or 0.0) + o.run_time) / max(o.run_time, BOUNDED_SLOWDOWN_TAU))
         for o in started
     ]
-    return SimSummary(
+    summary = SimSummary(
         policy=policy,
         hosts=hosts,
         total_slots=total_slots,
@@ -151,6 +168,10 @@ def summarize(
         wall_time_s=wall_time_s,
         jobs_per_s=len(outcomes) / wall_time_s if wall_time_s > 0 else 0.0,
     )
+    for name in _FIGURES:
+        if not math.isfinite(getattr(summary, name)):
+            raise ValueError(f"{name} is not finite: a job outcome is outside the SWF limits")
+    return summary
 
 
 def _duration(seconds: float) -> str:
@@ -227,18 +248,41 @@ def timeline(outcomes: Iterable[JobOutcome]) -> tuple[list[float], list[int], li
     return times, busy, queued
 
 
-def plot_timeline(result: SimResult, path: Path, title: str = "") -> None:
-    """Draw utilisation and queue length over time into ``path`` (PNG, SVG... by
-    suffix). Raises :class:`XceError` telling how to install matplotlib if missing."""
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend; :class:`XceError` saying how to
+    install it when missing."""
     try:
         # Imported by name: matplotlib is an optional extra without type stubs here.
         matplotlib: Any = importlib.import_module("matplotlib")
         matplotlib.use("Agg")
-        plt: Any = importlib.import_module("matplotlib.pyplot")
+        return importlib.import_module("matplotlib.pyplot")
     except ImportError:
         raise XceError(
             "--plot needs matplotlib: pip install 'xce[plot]' (or pip install matplotlib)"
         ) from None
+
+
+def check_plot(path: Path) -> None:
+    """Check, before a replay, what :func:`plot_timeline` will need: raises
+    :class:`XceError` when matplotlib does not import, ``ValueError`` when it does
+    not write the format of ``path``'s suffix (none: PNG). Does not touch ``path``."""
+    plt = _pyplot()
+    suffix = path.suffix[1:].lower()
+    fig = plt.figure()
+    formats = fig.canvas.get_supported_filetypes()
+    plt.close(fig)
+    if suffix and suffix not in formats:
+        raise ValueError(
+            f"{path}: matplotlib does not write {suffix!r} files"
+            f" (it writes {', '.join(sorted(formats))})"
+        )
+
+
+def plot_timeline(result: SimResult, path: Path, title: str = "") -> None:
+    """Draw utilisation and queue length over time into ``path`` (PNG, SVG... by
+    suffix). Raises :class:`XceError` telling how to install matplotlib if missing,
+    ``OSError`` if ``path`` cannot be written."""
+    plt = _pyplot()
     times, busy, queued = timeline(result.jobs)
     total = result.summary.total_slots or 1
     hours = [t / 3600.0 for t in times]
@@ -251,5 +295,8 @@ def plot_timeline(result: SimResult, path: Path, title: str = "") -> None:
     bottom.set_xlabel("time (h)")
     fig.suptitle(title or f"{result.summary.policy}: {result.summary.jobs} jobs")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        # The format given, so a name without a suffix is written as named (PNG).
+        fig.savefig(path, format=path.suffix[1:].lower() or "png")
+    finally:
+        plt.close(fig)

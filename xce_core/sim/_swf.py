@@ -1,81 +1,67 @@
-"""Standard Workload Format (SWF) traces: read and write.
+"""Standard Workload Format (SWF) traces: read and write files of records.
 
 The Parallel Workloads Archive's format: one job per line, 18 whitespace-separated
-numeric fields, ``-1`` meaning "not recorded". Lines starting with ``;`` are
-comments; those of the form ``; Key: value`` at any place in the file form the
-header (``MaxProcs``, ``MaxNodes``, ``Note``...). A comment line without a key
+numeric fields, ``-1`` meaning "not recorded" (the fields and their limits:
+:mod:`xce_core.sim._swf_record`). Lines starting with ``;`` are comments; those
+of the form ``; Key: value`` at any place in the file form the header
+(``MaxProcs``, ``MaxNodes``, ``Note``...). A comment line without a key
 (``;       more text``) right after a header line continues its value; other
 keyless comments are ignored.
 
-Fields, in order (1-based numbers as in the SWF definition)::
+A line is **malformed** when it is a data line that does not parse into a
+record within the limits, a header line whose integer key has a bad value, not
+UTF-8, or longer than ``MAX_LINE_BYTES``. A malformed line raises
+:class:`TraceError` naming the file and the 1-based line number, unless
+``skip_bad=True``: then it is skipped (a skipped header line is as if absent)
+and counted in :attr:`SwfTrace.skipped`.
 
-     1 job_id          7 used_mem (KB/proc)   13 group
-     2 submit (s)      8 req_procs            14 executable
-     3 wait (s)        9 req_time (s)         15 queue
-     4 run_time (s)   10 req_mem (KB/proc)    16 partition
-     5 alloc_procs    11 status               17 preceding_job
-     6 avg_cpu (s)    12 user                 18 think_time (s)
-
-Times and memory sizes are read as ``float`` (some archive logs carry decimals
-there); the other fields must be integers (``3.0`` is accepted as 3).
-
-:func:`read_swf` reads plain or gzip-compressed files (detected by the gzip
-magic bytes, whatever the suffix). A malformed line raises :class:`TraceError`
-naming the file and the 1-based line number, unless ``skip_bad=True``, in which
-case it is counted in :attr:`SwfTrace.skipped` and skipped.
+:func:`read_swf` reads plain or gzip-compressed files (detected by the gzip magic
+bytes, whatever the suffix). A file that cannot be read to its end (a corrupt or
+truncated gzip stream, another compression format, an I/O error) is always a
+:class:`TraceError`, even with ``skip_bad``: what follows the damage is lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
-import math
-from collections.abc import Iterable, Iterator
+import io
+import re
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, Final, cast
+from typing import IO, Final
 
 import msgspec
 
 from xce_core import XceError
+from xce_core.sim._swf_record import INTEGER_HEADER_KEYS, SwfJob, header_int, parse_swf_line
 
 __all__ = [
-    "SWF_FIELDS",
-    "SwfJob",
+    "MAX_LINE_BYTES",
+    "SwfJob",  # re-exported from _swf_record, with the two below
     "SwfTrace",
     "TraceError",
     "header_int",
     "iter_swf",
+    "parse_swf_line",
     "read_swf",
     "write_swf",
 ]
 
-SWF_FIELDS: Final = (
-    "job_id",
-    "submit",
-    "wait",
-    "run_time",
-    "alloc_procs",
-    "avg_cpu",
-    "used_mem",
-    "req_procs",
-    "req_time",
-    "req_mem",
-    "status",
-    "user",
-    "group",
-    "executable",
-    "queue",
-    "partition",
-    "preceding_job",
-    "think_time",
-)
+MAX_LINE_BYTES: Final = 1 << 16
+"""A longer line is malformed (a data line is under 400 bytes); so a binary file
+given by mistake is never held in memory whole."""
 
-# Fields read as float; all others are integers.
-_FLOAT_FIELDS: Final = frozenset(
-    {"submit", "wait", "run_time", "avg_cpu", "used_mem", "req_time", "req_mem", "think_time"}
-)
-_IS_FLOAT: Final = tuple(name in _FLOAT_FIELDS for name in SWF_FIELDS)
-_INT_INDEXES: Final = tuple(i for i, name in enumerate(SWF_FIELDS) if name not in _FLOAT_FIELDS)
+_CHUNK: Final = 1 << 20
 _GZIP_MAGIC: Final = b"\x1f\x8b"
+# How files compressed in formats read_swf does not decompress start.
+_OTHER_FORMATS: Final = (
+    (re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)"), "bzip2"),  # a block, or the end
+    (re.compile(rb"\xfd7zXZ\x00"), "xz"),
+    (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd"),
+    (re.compile(rb"PK\x03\x04"), "zip"),
+)
 
 
 class TraceError(XceError):
@@ -91,145 +77,70 @@ class TraceError(XceError):
         super().__init__(f"{where}: {message}")
 
 
-class SwfJob(msgspec.Struct, frozen=True, gc=False):
-    """One SWF record. ``-1`` means "not recorded", as in the file."""
-
-    job_id: int
-    submit: float
-    wait: float
-    run_time: float
-    alloc_procs: int
-    avg_cpu: float
-    used_mem: float
-    req_procs: int
-    req_time: float
-    req_mem: float
-    status: int
-    user: int
-    group: int
-    executable: int
-    queue: int
-    partition: int
-    preceding_job: int
-    think_time: float
-
-    @property
-    def size(self) -> int:
-        """Processors the job asks for: requested (field 8) when > 0, else allocated
-        (field 5); may be <= 0 when neither was recorded."""
-        return self.req_procs if self.req_procs > 0 else self.alloc_procs
-
-    def to_line(self) -> str:
-        """The record as one SWF line (no newline); integral floats print as integers."""
-        return " ".join(_format_value(getattr(self, name)) for name in SWF_FIELDS)
-
-
 class SwfTrace(msgspec.Struct, frozen=True):
-    """A whole trace: its header, its jobs in file order, and lines skipped as bad."""
+    """A whole trace: its header, its jobs in file order, the number of malformed
+    lines skipped and the message of the first of them (``""`` when none)."""
 
     path: str
     header: dict[str, str]
     jobs: list[SwfJob]
     skipped: int = 0
+    first_skipped: str = ""
 
 
-def header_int(header: dict[str, str], key: str) -> int | None:
-    """``header[key]`` as a positive integer (first word), or ``None`` when absent,
-    not a number, or not positive."""
-    value = header.get(key)
-    if not value:
-        return None
+def _decode(line: str | bytes) -> str:
+    """A line as text; raises ``ValueError`` when too long or not UTF-8."""
+    if len(line) > MAX_LINE_BYTES:
+        raise ValueError(f"line longer than {MAX_LINE_BYTES} bytes")
+    if isinstance(line, str):
+        return line
     try:
-        number = int(float(value.split()[0]))
-    except ValueError:
-        return None
-    return number if number > 0 else None
-
-
-def _format_value(value: float) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _open_text(path: Path) -> IO[str]:
-    """Open ``path`` for reading text, decompressing when it starts with the gzip magic."""
-    with path.open("rb") as probe:
-        magic = probe.read(2)
-    if magic == _GZIP_MAGIC:
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return path.open(encoding="utf-8", errors="replace")
-
-
-def _field_error(tokens: list[str]) -> ValueError:
-    """The precise complaint about a line the fast path refused."""
-    for name, is_float, token in zip(SWF_FIELDS, _IS_FLOAT, tokens, strict=True):
-        try:
-            number = float(token)
-        except ValueError:
-            return ValueError(f"field {name} is not a number: {token!r}")
-        if not math.isfinite(number):
-            return ValueError(f"field {name} is not a finite number: {token!r}")
-        if not is_float and not number.is_integer():
-            return ValueError(f"field {name} must be an integer: {token!r}")
-    return ValueError("malformed line")  # pragma: no cover - the fast path accepted it
-
-
-def parse_swf_line(line: str) -> SwfJob:
-    """One data line as a record. Raises ``ValueError`` saying what is wrong."""
-    tokens = line.split()
-    if len(tokens) != len(SWF_FIELDS):
-        raise ValueError(f"expected {len(SWF_FIELDS)} fields, found {len(tokens)}")
-    try:
-        values: list[float | int] = [float(token) for token in tokens]
-    except ValueError:
-        raise _field_error(tokens) from None
-    # "nan" and "inf" are the only accepted spellings containing an n.
-    if ("n" in line or "N" in line) and not all(math.isfinite(v) for v in values):
-        raise _field_error(tokens)
-    for index in _INT_INDEXES:
-        number = values[index]
-        assert isinstance(number, float)
-        if not number.is_integer():
-            raise _field_error(tokens)
-        values[index] = int(number)
-    return SwfJob(*cast(list[Any], values))
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"not valid UTF-8: byte 0x{line[exc.start]:02x} at offset {exc.start}"
+        ) from None
 
 
 def iter_swf(
-    lines: Iterable[str],
+    lines: Iterable[str | bytes],
     header: dict[str, str],
     *,
     path: str = "<trace>",
     skip_bad: bool = False,
-    bad_lines: list[int] | None = None,
+    on_bad: Callable[[TraceError], None] | None = None,
 ) -> Iterator[SwfJob]:
-    """Parse SWF ``lines`` lazily, filling ``header`` with the ``; Key: value`` comments
-    as they are met. Blank lines are ignored. A malformed line raises
-    :class:`TraceError`; with ``skip_bad`` its 1-based number is appended to
-    ``bad_lines`` (when given) instead."""
+    """Parse SWF ``lines`` (text, or UTF-8 bytes) lazily, filling ``header`` with the
+    ``; Key: value`` comments as they are met. Blank lines are ignored.
+
+    A malformed line (see the module docstring) raises :class:`TraceError` naming
+    ``path`` and its 1-based number; with ``skip_bad`` the error is passed to
+    ``on_bad`` (when given) instead and the line is skipped."""
     last_key: str | None = None
     for number, line in enumerate(lines, start=1):
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith(";"):
-            last_key = _header_line(text[1:], header, last_key)
-            continue
-        last_key = None
         try:
+            text = _decode(line).strip()
+            if not text:
+                continue
+            if text.startswith(";"):
+                continuing, last_key = last_key, None  # stays None if this line is bad
+                last_key = _header_line(text[1:], header, continuing)
+                continue
+            last_key = None
             job = parse_swf_line(text)
         except ValueError as exc:
+            error = TraceError(str(exc), path, number)
             if not skip_bad:
-                raise TraceError(str(exc), path, number) from None
-            if bad_lines is not None:
-                bad_lines.append(number)
+                raise error from None
+            if on_bad is not None:
+                on_bad(error)
             continue
         yield job
 
 
 def _header_line(comment: str, header: dict[str, str], last_key: str | None) -> str | None:
-    """Record one comment line; returns the key later continuation lines extend."""
+    """Record one comment line; returns the key later continuation lines extend.
+    Raises ``ValueError``, recording nothing, for a bad integer key value."""
     body = comment.strip()
     if not body:
         return None
@@ -237,6 +148,8 @@ def _header_line(comment: str, header: dict[str, str], last_key: str | None) -> 
     key = key.strip()
     if sep and key and " " not in key and not comment.startswith((" " * 3, "\t")):
         value = value.strip()
+        if key in INTEGER_HEADER_KEYS:
+            header_int({key: value}, key)
         header[key] = f"{header[key]}\n{value}" if key in header else value
         return key
     if last_key is not None:
@@ -244,29 +157,108 @@ def _header_line(comment: str, header: dict[str, str], last_key: str | None) -> 
     return last_key
 
 
+class _Lines:
+    """The lines of a binary stream (universal newlines), counted as they are read.
+
+    Reads big chunks and splits them: far faster than a ``readline`` per line. A
+    line longer than MAX_LINE_BYTES is cut there and the rest of it dropped as it
+    is read: it is reported as too long, never held whole."""
+
+    __slots__ = ("_chunk", "_longest", "_stream", "count")
+
+    def __init__(
+        self, stream: io.BufferedIOBase, chunk: int = _CHUNK, longest: int = MAX_LINE_BYTES
+    ) -> None:
+        self._stream = stream
+        self._chunk = chunk
+        self._longest = longest
+        self.count = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        read = self._stream.read
+        size, longest = self._chunk, self._longest
+        carry = b""  # the start of a line the next chunk ends
+        dropping = False  # inside a line already reported as too long
+        while chunk := read(size):
+            if b"\r" in chunk:  # "\r\n" and a lone "\r" end lines too, as in text mode
+                while chunk.endswith(b"\r") and (more := read(1)):
+                    chunk += more  # so a "\r\n" is never cut in two
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            lines = chunk.split(b"\n")
+            lines[0] = carry + lines[0]
+            carry = lines.pop()
+            if dropping and lines:
+                del lines[0]
+                dropping = False
+            if len(carry) > longest:
+                if not dropping:
+                    lines.append(carry[: longest + 1])
+                    dropping = True
+                carry = b""
+            self.count += len(lines)
+            yield from lines
+        if carry and not dropping:
+            self.count += 1
+            yield carry
+
+
 def read_swf(path: str | Path, *, skip_bad: bool = False, limit: int | None = None) -> SwfTrace:
     """Read a whole ``.swf`` or ``.swf.gz`` file.
 
     ``limit`` keeps only the first that many jobs (header comments after them are
-    not read). Raises :class:`TraceError` for a malformed line
-    (unless ``skip_bad``) or an unreadable/corrupt file, ``FileNotFoundError``
-    when the file does not exist.
+    not read). Raises :class:`TraceError` for a malformed line (unless
+    ``skip_bad``) and for a file that cannot be read to its end (never skipped),
+    ``FileNotFoundError`` when the file does not exist.
     """
     path = Path(path)
+    where = str(path)
     header: dict[str, str] = {}
-    bad: list[int] = []
     jobs: list[SwfJob] = []
+    skipped = 0
+    first_skipped = ""
+
+    def on_bad(error: TraceError) -> None:
+        nonlocal skipped, first_skipped
+        skipped += 1
+        first_skipped = first_skipped or str(error)
+
+    lines: _Lines | None = None
     try:
-        with _open_text(path) as stream:
-            for job in iter_swf(stream, header, path=str(path), skip_bad=skip_bad, bad_lines=bad):
+        with contextlib.ExitStack() as stack:
+            raw = stack.enter_context(path.open("rb"))
+            magic = raw.peek(10)[:10]
+            for start, name in _OTHER_FORMATS:
+                if start.match(magic):
+                    raise TraceError(
+                        f"compressed with {name}, which xce does not read:"
+                        " decompress it, or recompress it with gzip",
+                        where,
+                    )
+            stream: io.BufferedIOBase = raw
+            if magic.startswith(_GZIP_MAGIC):
+                stream = stack.enter_context(gzip.GzipFile(fileobj=raw))
+            lines = _Lines(stream)
+            for job in iter_swf(lines, header, path=where, skip_bad=skip_bad, on_bad=on_bad):
                 if limit is not None and len(jobs) >= limit:
                     break
                 jobs.append(job)
-    except (OSError, EOFError, UnicodeError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        raise TraceError(f"cannot read trace: {exc}", str(path)) from exc
-    return SwfTrace(path=str(path), header=header, jobs=jobs, skipped=len(bad))
+        raise TraceError(_read_error(exc, lines.count if lines else 0), where) from None
+    return SwfTrace(
+        path=where, header=header, jobs=jobs, skipped=skipped, first_skipped=first_skipped
+    )
+
+
+def _read_error(exc: OSError | EOFError | zlib.error, lines: int) -> str:
+    """Why reading stopped, after how many lines."""
+    after = f" after line {lines}" if lines else ""
+    if isinstance(exc, EOFError):
+        return f"corrupt or truncated gzip data{after}: the compressed stream ends early"
+    if isinstance(exc, zlib.error | gzip.BadGzipFile):
+        return f"corrupt gzip data{after}: {exc}"
+    return f"cannot read the trace{after}: {exc.strerror or exc}"
 
 
 def write_swf(out: IO[str], jobs: Iterable[SwfJob], header: Iterable[tuple[str, str]] = ()) -> int:

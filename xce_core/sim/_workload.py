@@ -40,14 +40,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from xce_core.sim._swf import SwfJob
+from xce_core.sim._swf_record import MAX_INTEGER, MAX_SECONDS, SwfJob
 
-__all__ = ["WorkloadModel", "generate_jobs", "swf_header"]
+__all__ = ["MAX_LOAD", "MAX_RUNTIME", "MIN_LOAD", "WorkloadModel", "generate_jobs", "swf_header"]
 
 SERIAL_SHARE: Final = 0.25
 SMALL_SHARE: Final = 0.6
 POW2_SHARE: Final = 0.75
 MAX_RUNTIME: Final = 48 * 3600
+MIN_LOAD: Final = 0.001
+MAX_LOAD: Final = 1000.0
 USERS: Final = 40
 _SHORT: Final = (4.2, 0.94)
 _LONG: Final = (312.0, 0.03)
@@ -59,8 +61,8 @@ _PEAK_HOUR: Final = 14.0
 
 @dataclass(frozen=True, slots=True)
 class WorkloadModel:
-    """Parameters of the generator. ``jobs`` and ``procs`` must be positive and
-    ``0 < load``; :class:`ValueError` otherwise."""
+    """Parameters of the generator: ``jobs`` >= 1, ``procs`` from 1 to MAX_INTEGER,
+    ``load`` from MIN_LOAD to MAX_LOAD; :class:`ValueError` otherwise."""
 
     jobs: int = 2000
     procs: int = 64
@@ -70,10 +72,10 @@ class WorkloadModel:
     def __post_init__(self) -> None:
         if self.jobs < 1:
             raise ValueError("jobs must be at least 1")
-        if self.procs < 1:
-            raise ValueError("procs must be at least 1")
-        if not self.load > 0:
-            raise ValueError("load must be positive")
+        if not 1 <= self.procs <= MAX_INTEGER:
+            raise ValueError(f"procs must be from 1 to {MAX_INTEGER}")
+        if not MIN_LOAD <= self.load <= MAX_LOAD:  # false for nan
+            raise ValueError(f"load must be from {MIN_LOAD:g} to {MAX_LOAD:g}")
 
 
 def _size(rng: random.Random, procs: int) -> int:
@@ -131,7 +133,10 @@ def _requested_time(run: int) -> int:
 
 
 def generate_jobs(model: WorkloadModel) -> list[SwfJob]:
-    """The jobs of ``model``, in submit order, numbered from 1. Deterministic per model."""
+    """The jobs of ``model``, in submit order, numbered from 1. Deterministic per model.
+
+    Raises ``ValueError`` when the arrivals would run past the SWF limit of
+    MAX_SECONDS (a load too low for so many jobs)."""
     rng = random.Random(model.seed)
     shapes = [
         (size, _run_time(rng, size))
@@ -142,6 +147,11 @@ def generate_jobs(model: WorkloadModel) -> list[SwfJob]:
     mean_rate = model.jobs / span
     users = [_user(rng) for _ in shapes]
     submits = list(_arrivals(rng, model.jobs, mean_rate))
+    if submits[-1] > MAX_SECONDS:
+        raise ValueError(
+            f"at load {model.load:g} the {model.jobs} jobs would arrive over"
+            f" {submits[-1]:.3g} s, past the SWF limit of {MAX_SECONDS:.0e} s: raise the load"
+        )
     jobs: list[SwfJob] = []
     for number, ((size, run), user, submit) in enumerate(
         zip(shapes, users, submits, strict=True), start=1

@@ -200,6 +200,6 @@ def swf_header(model: WorkloadModel, command: str) -> list[tuple[str, str]]:
             "simplified Lublin-Feitelson (2003) shape: 25% serial jobs, log-uniform\n"
             "parallel sizes (75% powers of two), hyper-gamma run times correlated\n"
             f"with size, daily-cycle Poisson arrivals at offered load {model.load:g};\n"
-            "see xce_core/drivers/workload.py",
+            "see xce_core/sim/_workload.py",
         ),
     ]

@@ -395,6 +395,7 @@ INVALID: list[tuple[str, int, str]] = [
     ("select[mem>1e999]", 11, "number out of range"),
     ("order[ut] rusage[mem=1] type==any || x", 24, "expected a section"),
     ("2*{mem>}", 7, "expected a value, a name or '('"),
+    ("select[a == !b]", 12, "expected a value, a name or '(', found '!'"),
 ]
 
 

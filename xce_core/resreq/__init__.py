@@ -7,9 +7,13 @@
   parses back to an equal tree.
 - :func:`compile_select` compiles a select expression into a
   :class:`SelectExpr`, a callable test over a host's values.
+- :class:`ResReqLimits` bounds what one string may cost (length, nesting,
+  list sizes, digits, counts); :data:`DEFAULT_LIMITS` applies unless a caller
+  passes others (``parse_resreq(text, limits)``).
 """
 
 from xce_core._errors import ResReqSyntaxError
+from xce_core.resreq._limits import DEFAULT_LIMITS, ResReqLimits
 from xce_core.resreq._parse import parse_resreq
 from xce_core.resreq._select import compile_select
 from xce_core.resreq._tree import (
@@ -27,12 +31,14 @@ from xce_core.resreq._tree import (
 )
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "Alternative",
     "Compound",
     "HostValues",
     "OrderKey",
     "Primary",
     "ResReq",
+    "ResReqLimits",
     "ResReqSyntaxError",
     "RusageTerm",
     "SelectExpr",

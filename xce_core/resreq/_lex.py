@@ -27,6 +27,7 @@ import re
 from typing import Final, NamedTuple
 
 from xce_core._errors import ResReqSyntaxError
+from xce_core.resreq._limits import ResReqLimits
 
 __all__ = [
     "DWORD",
@@ -42,6 +43,7 @@ __all__ = [
     "Token",
     "format_number",
     "parse_number",
+    "shown",
     "tokenize_select",
     "unit_factor",
 ]
@@ -97,12 +99,20 @@ class Token(NamedTuple):
     column: int
 
 
-def parse_number(source: str, match: re.Match[str]) -> float:
-    """The float of a ``NUMBER_RE`` match; raises ResReqSyntaxError if not finite."""
+def parse_number(source: str, match: re.Match[str], limits: ResReqLimits) -> float:
+    """The float of a ``NUMBER_RE`` match; raises ResReqSyntaxError if it has
+    too many digits or is not finite."""
+    limits.check_number(source, match.start(), match.end())
     value = float(match.group())
     if not math.isfinite(value):
         raise ResReqSyntaxError("number out of range", source, match.start())
     return value
+
+
+def shown(word: str) -> str:
+    """``word`` quoted for an error message, cut short if long: a message never
+    carries a 60,000-character name back to the user."""
+    return repr(word if len(word) <= 40 else word[:32] + "...")
 
 
 def unit_factor(unit: str) -> float:
@@ -121,50 +131,58 @@ def format_number(value: float) -> str:
     return repr(float(value))
 
 
-def tokenize_select(source: str, start: int, end: int) -> list[Token]:
+def tokenize_select(source: str, start: int, end: int, limits: ResReqLimits) -> list[Token]:
     """Tokens of ``source[start:end]``, ending with one EOF token at ``end``.
 
-    Raises ResReqSyntaxError for an unknown character or an unterminated string
-    (reported at its opening quote).
+    Raises ResReqSyntaxError for an unknown character, an unterminated string
+    (reported at its opening quote), or a number beyond ``limits``.
     """
     tokens: list[Token] = []
     append = tokens.append
     match_token = _TOKEN_RE.match
+    # tuple.__new__ skips the NamedTuple's Python-level __new__: this loop is
+    # most of the cost of compiling a select.
+    make = tuple.__new__
+    max_digits = limits.max_digits
     pos = start
     while (match := match_token(source, pos, end)) is not None:
         kind = match.lastgroup
-        assert kind is not None  # every alternative is a named group
         if kind == "unit":
             kind = "num"
-        column = match.start(kind)
+        assert kind is not None  # every alternative is a named group
+        column, stop = match.span(kind)
         text = match.group(kind)
         if kind == "op":
-            append(Token(OP, "==" if text == "=" else text, None, column))
+            append(make(Token, (OP, "==" if text == "=" else text, None, column)))
         elif kind == "word":
             lowered = text.lower()
             if "." in text:
-                append(Token(DWORD, text, text, column))
+                append(make(Token, (DWORD, text, text, column)))
             elif lowered in _WORD_OPERATORS:
-                append(Token(OP, _WORD_OPERATORS[lowered], None, column))
+                append(make(Token, (OP, _WORD_OPERATORS[lowered], None, column)))
             elif lowered == "defined":
-                append(Token(KEYWORD, "defined", None, column))
+                append(make(Token, (KEYWORD, "defined", None, column)))
             else:
-                append(Token(NAME, text, text, column))
+                append(make(Token, (NAME, text, text, column)))
         elif kind == "num":
+            if stop - column > max_digits:
+                limits.check_number(source, column, stop)
             value = float(text)
             unit = match.group("unit")
             if unit is not None:
                 value *= unit_factor(unit)
-            if not math.isfinite(value):
+                if not math.isfinite(value):
+                    raise ResReqSyntaxError("number out of range", source, column)
+            elif value == math.inf:
                 raise ResReqSyntaxError("number out of range", source, column)
-            append(Token(NUM, text, value, column))
+            append(make(Token, (NUM, text, value, column)))
         else:
-            append(Token(STR, text, text[1:-1], column))
+            append(make(Token, (STR, text, text[1:-1], column)))
         pos = match.end()
     while pos < end and source[pos].isspace():
         pos += 1
     if pos >= end:
-        append(Token(EOF, "", None, end))
+        append(make(Token, (EOF, "", None, end)))
         return tokens
     char = source[pos]
     if char in "'\"":

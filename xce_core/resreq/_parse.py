@@ -47,7 +47,9 @@ Grammar (whitespace is allowed between all pieces)::
 
 Errors are ResReqSyntaxError with the 0-based column in the whole string and a
 message naming what was expected there. A bracket, brace or parenthesis that is
-never closed is reported at the column of its *opening* character.
+never closed is reported at the column of its *opening* character. Text beyond
+:class:`~xce_core.resreq.ResReqLimits` (length, nesting, list sizes, digits,
+counts) is rejected the same way, the message naming the limit.
 
 Canonical form (``format_resreq`` and ``str(tree)``): sections in the order
 select, order, rusage, span, same, affinity, separated by one space, empty ones
@@ -61,6 +63,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from xce_core.resreq._lex import shown
+from xce_core.resreq._limits import DEFAULT_LIMITS, ResReqLimits
 from xce_core.resreq._sections import SectionParser
 from xce_core.resreq._select import compile_select_span
 from xce_core.resreq._tree import (
@@ -72,12 +76,19 @@ from xce_core.resreq._tree import (
     RusageTerm,
     SelectExpr,
     Span,
+    format_resreq,
 )
 
 __all__ = ["parse_resreq"]
 
 _CACHE_LIMIT: Final = 100_000
-_CACHE: dict[str, ResReq] = {}
+_CACHE: dict[str, ResReq] = {}  # for DEFAULT_LIMITS, the common case
+_OTHER_CACHES: dict[ResReqLimits, dict[str, ResReq]] = {}
+_OTHER_CACHES_LIMIT: Final = 16
+# Canonical text is at most this many times longer than the text it came from
+# (the worst is a short number with a unit: "9Z" prints in 22 characters), so
+# shorter texts need not be printed to know theirs fits max_length.
+_MAX_GROWTH: Final = 32
 _SECTIONS: Final = ("select", "order", "rusage", "span", "same", "affinity", "cu")
 _SECTION_HEAD: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
 _COUNT: Final = re.compile(r"([0-9]+)\s*\*\s*\{")
@@ -92,21 +103,41 @@ _PLAIN_BODY: Final = re.compile(r"[^\[\]{}]*\]")
 _SELECT_BODY: Final = re.compile(r"""(?:[^\[\]{}'"]|'[^']*'|"[^"]*")*\]""")
 
 
-def parse_resreq(text: str) -> ResReq:
+def parse_resreq(text: str, limits: ResReqLimits | None = None) -> ResReq:
     """Parse a resource-requirement string into a tree (grammar: module docstring).
 
-    Cached: the same text returns the very same object (the cache holds at most
-    100,000 texts and is emptied when full). Raises ResReqSyntaxError, and
-    nothing else, for bad text.
+    ``limits`` bound what the text may cost (default
+    :data:`~xce_core.resreq.DEFAULT_LIMITS`); the canonical text of the result
+    parses back to an equal tree under the same limits. Cached per limits: the
+    same text returns the very same object, and limits are checked once per
+    distinct text (a cache holds at most 100,000 texts and is emptied when
+    full). Raises ResReqSyntaxError, and nothing else, for bad text or text
+    beyond the limits; parsing takes time linear in the text.
     """
-    cached = _CACHE.get(text)
-    if cached is not None:
-        return cached
-    result = _Parser(text).parse()
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.clear()
-    _CACHE[text] = result
+    if limits is None:  # the hot path: a scheduler re-reading pending jobs
+        cached = _CACHE.get(text)
+        if cached is not None:
+            return cached
+        limits, cache = DEFAULT_LIMITS, _CACHE
+    else:
+        cache = _CACHE if limits == DEFAULT_LIMITS else _cache_for(limits)
+        cached = cache.get(text)
+        if cached is not None:
+            return cached
+    result = _Parser(text, limits).parse()
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[text] = result
     return result
+
+
+def _cache_for(limits: ResReqLimits) -> dict[str, ResReq]:
+    cache = _OTHER_CACHES.get(limits)
+    if cache is None:
+        if len(_OTHER_CACHES) >= _OTHER_CACHES_LIMIT:
+            _OTHER_CACHES.clear()
+        cache = _OTHER_CACHES[limits] = {}
+    return cache
 
 
 class _Parser(SectionParser):
@@ -117,6 +148,11 @@ class _Parser(SectionParser):
 
     def parse(self) -> ResReq:
         text = self.text
+        limits = self.limits
+        if self.end > limits.max_length:
+            limits.exceeded(
+                "max_length", f"a requirement of {self.end} characters", text, limits.max_length
+            )
         pos = self.skip(0)
         result: ResReq
         if pos == self.end:
@@ -131,6 +167,11 @@ class _Parser(SectionParser):
         if pos < self.end:
             hint = " (brace each alternative: {...} || {...})" if text[pos] == "|" else ""
             self.fail(f"expected the end of the requirement, found {text[pos]!r}{hint}", pos)
+        if self.end * _MAX_GROWTH > limits.max_length:
+            # Guarantees that the canonical text parses back under the same limits.
+            printed = len(format_resreq(result))
+            if printed > limits.max_length:
+                limits.exceeded("max_length", f"a canonical form of {printed} characters", text, 0)
         return result
 
     # -- structure -------------------------------------------------------------
@@ -149,6 +190,7 @@ class _Parser(SectionParser):
             if pos >= self.end or self.text[pos] != "}":
                 self.fail("expected '}' to close '{'", brace)
             options.append(option)
+            self.limits.check_terms(len(options), "alternatives", self.text, brace)
             pos = self.skip(pos + 1)
             if self.text.startswith("+", pos):
                 self.fail("only the last part of a compound may omit its count N*", brace)
@@ -164,7 +206,9 @@ class _Parser(SectionParser):
             count: int | None = None
             match = _COUNT.match(self.text, pos)
             if match is not None:
+                self.limits.check_number(self.text, pos, match.end(1))
                 count = int(match.group(1))
+                self.limits.check_count(count, "task count", self.text, pos)
                 if count <= 0:
                     self.fail("expected a positive task count", pos)
                 brace = match.end() - 1
@@ -176,6 +220,7 @@ class _Parser(SectionParser):
             if pos >= self.end or self.text[pos] != "}":
                 self.fail("expected '}' to close '{'", brace)
             parts.append(part)
+            self.limits.check_terms(len(parts), "compound parts", self.text, brace)
             after = self.skip(pos + 1)
             if not self.text.startswith("+", after):
                 if count is None and len(parts) == 1:
@@ -205,7 +250,7 @@ class _Parser(SectionParser):
             while last > pos and text[last - 1].isspace():
                 last -= 1
             if last > pos:
-                select = compile_select_span(text, pos, last)
+                select = compile_select_span(text, pos, last, self.limits)
                 seen.add("select")
             pos = self.skip(stop)
         while pos < self.end and text[pos] != closer:
@@ -219,14 +264,14 @@ class _Parser(SectionParser):
                 self.fail(f"expected a section such as order[...], found {text[pos]!r}", pos)
             name = head.group(1)
             if name not in _SECTIONS:
-                self.fail(f"unknown section {name!r}", pos)
+                self.fail(f"unknown section {shown(name)}", pos)
             if name in seen:
-                self.fail(f"duplicate section {name!r}", pos)
+                self.fail(f"duplicate section {shown(name)}", pos)
             seen.add(name)
             start = head.end()
             close = self.closing_bracket(name, start - 1)
             if name == "select":
-                select = compile_select_span(text, start, close)
+                select = compile_select_span(text, start, close, self.limits)
             elif name == "order":
                 bang = self.skip(start, close)
                 resort = text.startswith("!", bang, close)
@@ -283,6 +328,8 @@ class _Parser(SectionParser):
                 depth -= 1
             elif char == "[" and name == "affinity":
                 depth += 1
+                if depth > self.limits.max_depth:
+                    self.limits.exceeded("max_depth", "brackets nested too deep", text, pos)
             elif char in "[{}":
                 break
             pos += 1

@@ -1,6 +1,11 @@
 """Section bodies of a resource requirement: ``order[]``, ``same[]``, ``rusage[]``
 and ``span[]``. :class:`SectionParser` is the base of the requirement parser
-in ``_parse`` (the grammar is documented there)."""
+in ``_parse`` (the grammar is documented there).
+
+Every loop here is linear in the text it reads (duplicates are found through
+sets), and every list, number and count is checked against the parser's
+:class:`~xce_core.resreq.ResReqLimits` before it is converted, so ``int()``
+never sees more digits than ``max_digits``."""
 
 from __future__ import annotations
 
@@ -14,8 +19,10 @@ from xce_core.resreq._lex import (
     NUMBER_RE,
     UNIT_RE,
     parse_number,
+    shown,
     unit_factor,
 )
+from xce_core.resreq._limits import ResReqLimits, check_amount
 from xce_core.resreq._tree import OrderKey, RusageTerm, Span
 
 __all__ = ["SectionParser"]
@@ -32,11 +39,12 @@ class SectionParser:
     """Positions in, positions out: every method takes and returns absolute
     positions in ``text`` and reports errors at a column of it."""
 
-    __slots__ = ("end", "text")
+    __slots__ = ("end", "limits", "text")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, limits: ResReqLimits) -> None:
         self.text = text
         self.end = len(text)
+        self.limits = limits
 
     def fail(self, message: str, column: int) -> NoReturn:
         raise ResReqSyntaxError(message, self.text, column)
@@ -60,12 +68,19 @@ class SectionParser:
         match = NUMBER_RE.match(self.text, pos, end)
         if match is None:
             self.fail(f"expected {expected}", pos)
-        return parse_number(self.text, match), match.end()
+        return parse_number(self.text, match, self.limits), match.end()
+
+    def integer(self, match: re.Match[str], what: str) -> int:
+        """The value of an ``_INTEGER`` match, within ``max_digits``/``max_count``."""
+        self.limits.check_number(self.text, match.start(), match.end())
+        value = int(match.group())
+        self.limits.check_count(value, what, self.text, match.start())
+        return value
 
     def expect_equals(self, pos: int, end: int, name: str, section: str) -> int:
         pos = self.skip(pos, end)
         if pos >= end or self.text[pos] != "=":
-            self.fail(f"expected '=' after {name!r} in {section}[]", pos)
+            self.fail(f"expected '=' after {shown(name)} in {section}[]", pos)
         return self.skip(pos + 1, end)
 
     def names(self, pos: int, end: int, section: str, reversible: bool) -> list[OrderKey]:
@@ -80,9 +95,10 @@ class SectionParser:
             column = pos
             name, pos = self.name(pos, end, f"a resource name in {section}[]")
             if name in seen:
-                self.fail(f"duplicate {name!r} in {section}[]", column)
+                self.fail(f"duplicate {shown(name)} in {section}[]", column)
             seen.add(name)
             keys.append(OrderKey(name, reverse))
+            self.limits.check_terms(len(keys), f"names in {section}[]", self.text, column)
             pos = self.skip(pos, end)
             if pos == end:
                 return keys
@@ -100,8 +116,12 @@ class SectionParser:
         alternatives: list[tuple[RusageTerm, ...]] = []
         pos = start
         while True:
+            column = pos
             terms, pos = self.rusage_alternative(pos, end)
             alternatives.append(terms)
+            self.limits.check_terms(
+                len(alternatives), "alternatives in rusage[]", self.text, column
+            )
             if pos >= end:
                 return tuple(alternatives)
             pos += 2  # rusage_alternative stops only at "||" or the end
@@ -109,6 +129,7 @@ class SectionParser:
     def rusage_alternative(self, pos: int, end: int) -> tuple[tuple[RusageTerm, ...], int]:
         text = self.text
         terms: list[RusageTerm] = []
+        names: set[str] = set()
         run: list[int] = []  # indexes of the terms the next option applies to
         options: set[str] = set()  # options already given to ``run``
         while True:
@@ -118,9 +139,9 @@ class SectionParser:
             pos = self.expect_equals(pos, end, name, "rusage")
             if name in ("duration", "decay"):
                 if not run:
-                    self.fail(f"expected a resource term before {name!r}", column)
+                    self.fail(f"expected a resource term before {shown(name)}", column)
                 if name in options:
-                    self.fail(f"duplicate {name!r} for the same terms", column)
+                    self.fail(f"duplicate {shown(name)} for the same terms", column)
                 options.add(name)
                 if text.startswith("(", pos, end):  # per phase: duration=(20 30)
                     values, pos = self.phase_options(name, pos, end, [terms[i] for i in run])
@@ -138,8 +159,10 @@ class SectionParser:
                         else:
                             terms[index] = replace(term, decay=value)
             else:
-                if any(term.name == name for term in terms):
-                    self.fail(f"duplicate resource {name!r} in rusage[]", column)
+                if name in names:
+                    self.fail(f"duplicate resource {shown(name)} in rusage[]", column)
+                names.add(name)
+                self.limits.check_terms(len(names), "terms in rusage[]", self.text, column)
                 phases: tuple[float, ...] = ()
                 if text.startswith("(", pos, end):  # multi-phase: mem=(500 300 200)
                     phases, pos = self.phase_amounts(name, pos, end)
@@ -167,10 +190,11 @@ class SectionParser:
 
     def amount(self, name: str, pos: int, end: int) -> tuple[float, int]:
         """A non-negative amount, with an optional size unit (``4GB``: in MB)."""
-        amount, pos = self.number(pos, end, f"a non-negative amount for {name!r}")
+        column = pos
+        amount, pos = self.number(pos, end, f"a non-negative amount for {shown(name)}")
         unit = UNIT_RE.match(self.text, pos, end)
         if unit is not None:
-            amount *= unit_factor(unit.group())
+            amount = check_amount(amount * unit_factor(unit.group()), self.text, column)
             pos = unit.end()
         return amount, pos
 
@@ -183,6 +207,10 @@ class SectionParser:
         columns = [m.start() for m in _ITEM.finditer(self.text, pos + 1, close)]
         if not columns:
             self.fail(f"expected at least one {what} in ( )", pos + 1)
+        if len(columns) > self.limits.max_terms:
+            self.limits.check_terms(
+                len(columns), f"{what} phases", self.text, columns[self.limits.max_terms]
+            )
         return columns, close + 1
 
     def phase_amounts(self, name: str, pos: int, end: int) -> tuple[tuple[float, ...], int]:
@@ -194,7 +222,7 @@ class SectionParser:
             if stop < after - 1 and not self.text[stop].isspace():
                 self.fail("expected a space between phase amounts", stop)
             if amounts and amount > amounts[-1]:
-                self.fail(f"multi-phase amounts for {name!r} cannot increase", column)
+                self.fail(f"multi-phase amounts for {shown(name)} cannot increase", column)
             amounts.append(amount)
         return tuple(amounts), after
 
@@ -225,7 +253,8 @@ class SectionParser:
         if name == "duration":
             value, after = self.number(pos, end, "a non-negative duration")
             if after < end and self.text[after] in _MINUTES_PER_UNIT:
-                return value * _MINUTES_PER_UNIT[self.text[after]], after + 1
+                minutes = value * _MINUTES_PER_UNIT[self.text[after]]
+                return check_amount(minutes, self.text, pos), after + 1
             return value, after
         value, after = self.number(pos, end, "decay=0 or decay=1")
         if value not in (0, 1):
@@ -238,7 +267,8 @@ class SectionParser:
         name, pos = self.name(pos, end, "hosts=, ptile=, block= or stripe in span[]")
         if name not in _SPAN_OPTIONS:
             self.fail(
-                f"unknown span option {name!r}; expected hosts, ptile, block or stripe", column
+                f"unknown span option {shown(name)}; expected hosts, ptile, block or stripe",
+                column,
             )
         pos = self.skip(pos, end)
         if name == "stripe" and (pos >= end or self.text[pos] != "="):
@@ -249,7 +279,7 @@ class SectionParser:
                 span, pos = self.ptile(pos, end)
             else:
                 match = _INTEGER.match(self.text, pos, end)
-                value = int(match.group()) if match is not None else 0
+                value = self.integer(match, name) if match is not None else 0
                 if match is None or value == 0 or value < -1 or (name != "hosts" and value < 0):
                     wanted = (
                         "a positive integer or -1" if name == "hosts" else "a positive integer"
@@ -268,7 +298,7 @@ class SectionParser:
                 other = NAME_RE.match(self.text, again, end)
                 if other is not None and other.group() in _SPAN_OPTIONS:
                     if other.group() == name:
-                        self.fail(f"duplicate span option {name!r}", again)
+                        self.fail(f"duplicate span option {shown(name)}", again)
                     self.fail(
                         f"span[] takes one option, not both {name} and {other.group()}", again
                     )
@@ -280,41 +310,47 @@ class SectionParser:
         separated (``ptile='!',HP:8,LINUX:2``); at most one default."""
         text = self.text
         default: int | None = None
-        use_max = False
+        bang: int | None = None
         by: list[tuple[str, int]] = []
+        by_names: set[str] = set()
+        count = 0
         while True:
             column = pos
-            bang = _PTILE_MAX.match(text, pos, end)
-            if bang is not None:
-                if default is not None or use_max:
+            count += 1
+            self.limits.check_terms(count, "ptile values", text, column)
+            mark = _PTILE_MAX.match(text, pos, end)
+            if mark is not None:
+                if default is not None or bang is not None:
                     self.fail("ptile takes one default value", column)
-                use_max, pos = True, bang.end()
+                bang, pos = column, mark.end()
             elif (match := _INTEGER.match(text, pos, end)) is not None:
-                if default is not None or use_max:
+                if default is not None or bang is not None:
                     self.fail("ptile takes one default value", column)
-                default = int(match.group())
+                default = self.integer(match, "ptile")
                 if default < 1:
                     self.fail("expected a positive integer for ptile", column)
                 pos = match.end()
             else:
                 name, pos = self.name(pos, end, "a positive integer, '!' or type:N for ptile")
-                if any(name == seen for seen, _ in by):
-                    self.fail(f"duplicate ptile value for {name!r}", column)
+                if name in by_names:
+                    self.fail(f"duplicate ptile value for {shown(name)}", column)
+                by_names.add(name)
                 pos = self.skip(pos, end)
                 if not text.startswith(":", pos, end):
-                    self.fail(f"expected ':' and a slot count after {name!r} in ptile", pos)
+                    self.fail(f"expected ':' and a slot count after {shown(name)} in ptile", pos)
                 pos = self.skip(pos + 1, end)
                 match = _INTEGER.match(text, pos, end)
-                if match is None or int(match.group()) < 1:
-                    self.fail(f"expected a positive integer for {name!r} in ptile", pos)
+                if match is None or self.integer(match, f"ptile for {shown(name)}") < 1:
+                    self.fail(f"expected a positive integer for {shown(name)} in ptile", pos)
                 by.append((name, int(match.group())))
                 pos = match.end()
             pos = self.skip(pos, end)
-            span = Span(ptile=default, ptile_max=use_max, ptile_by=tuple(by))
-            if pos >= end or text[pos] != ",":
-                return span, pos
-            after = self.skip(pos + 1, end)
-            option = NAME_RE.match(text, after, end)
-            if option is not None and option.group() in _SPAN_OPTIONS:
-                return span, pos  # another span option: span() reports it
-            pos = after
+            if pos < end and text[pos] == ",":
+                after = self.skip(pos + 1, end)
+                option = NAME_RE.match(text, after, end)
+                if option is None or option.group() not in _SPAN_OPTIONS:
+                    pos = after
+                    continue
+                # Another span option follows: span() reports it.
+            span = Span(ptile=default, ptile_max=bang is not None, ptile_by=tuple(by))
+            return span, pos

@@ -3,6 +3,8 @@
 ``compile_test(node)`` returns ``host -> bool`` implementing the semantics in
 ``_select``'s docstring. Comparisons of a name against a constant or a bare word
 become one closure each, so ``type==X86_64 && mem>4000`` is three calls deep.
+Chains (``&&``, ``||``, ``a+b+c``) are loops over a tuple, so a closure calls
+others only as deep as the expression nests (``ResReqLimits.max_depth``).
 """
 
 from __future__ import annotations
@@ -246,6 +248,20 @@ def compile_test(node: Node) -> _Test:
             return nonzero
 
 
+def _binary(apply: Callable[[Any, Any], Value], left: _Eval, right: _Eval) -> _Eval:
+    def arithmetic(host: HostValues) -> Value | None:
+        a = left(host)
+        b = right(host)
+        if not isinstance(a, int | float) or not isinstance(b, int | float):
+            return None
+        try:
+            return apply(a, b)
+        except ArithmeticError:  # division by zero, overflow
+            return None
+
+    return arithmetic
+
+
 def _compile_value(node: Node) -> _Eval:
     """A closure computing ``node``'s value on a host; ``None`` means missing."""
     match node:
@@ -270,20 +286,25 @@ def _compile_value(node: Node) -> _Eval:
                 return -value if isinstance(value, int | float) else None
 
             return negate
-        case Arith(op=op, left=left, right=right):
-            apply = _ARITH[op]
-            left_value, right_value = _compile_value(left), _compile_value(right)
+        case Arith(first=first, rest=rest):
+            first_value = _compile_value(first)
+            if len(rest) == 1:
+                return _binary(_ARITH[rest[0][0]], first_value, _compile_value(rest[0][1]))
+            steps = tuple((_ARITH[op], _compile_value(item)) for op, item in rest)
 
-            def arithmetic(host: HostValues) -> Value | None:
-                a = left_value(host)
-                b = right_value(host)
-                if not isinstance(a, int | float) or not isinstance(b, int | float):
-                    return None
-                try:
-                    return apply(a, b)
-                except ArithmeticError:  # division by zero, overflow
-                    return None
+            def chain(host: HostValues) -> Value | None:
+                # A loop over the operands: a long a+b+c+... never nests calls.
+                a = first_value(host)
+                for apply, value in steps:
+                    b = value(host)
+                    if not isinstance(a, int | float) or not isinstance(b, int | float):
+                        return None
+                    try:
+                        a = apply(a, b)
+                    except ArithmeticError:  # division by zero, overflow
+                        return None
+                return a
 
-            return arithmetic
+            return chain
         case _:
             return compile_test(node)  # a condition's value is True/False, i.e. 1/0

@@ -3,6 +3,11 @@
 ``format_node`` prints the canonical form described in ``_select``: re-parsing
 it gives an equal tree. Nodes are immutable; ``Word`` is a bare name right of a
 comparison with a name (the host's value if it has one, else the text itself).
+
+Chains are flat: ``a+b-c`` is one :class:`Arith` with three operands and
+``a && b && c`` one :class:`And`, so a long chain is a long tuple, never a deep
+tree. Only parentheses and prefix operators nest, and the parser bounds that
+(``ResReqLimits.max_depth``), so the recursive printer here stays shallow.
 """
 
 from __future__ import annotations
@@ -67,9 +72,11 @@ class Neg:
 
 @dataclass(frozen=True, slots=True)
 class Arith:
-    op: str
-    left: Node
-    right: Node
+    """``first op x op x ...`` evaluated left to right; every op is of one
+    level: all ``+``/``-`` or all ``*``/``/``."""
+
+    first: Node
+    rest: tuple[tuple[str, Node], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +125,8 @@ def _precedence(node: Node) -> int:
             return 3
         case Cmp():
             return 4
-        case Arith(op=op):
-            return 5 if op in "+-" else 6
+        case Arith(rest=rest):
+            return 5 if rest[0][0] in "+-" else 6
         case Neg():
             return 7
         case Num(value=value) if value < 0:
@@ -149,10 +156,13 @@ def format_node(node: Node) -> str:
             return f"defined({name})"
         case Neg(operand=operand):
             return "-" + _wrap(operand, 7)
-        case Arith(op=op, left=left, right=right):
+        case Arith(first=first, rest=rest):
             level = _precedence(node)
-            # Left-associative: only the right operand needs parentheses at equal level.
-            return _wrap(left, level) + op + _wrap(right, level + 1)
+            # Left-associative: only a right operand needs parentheses at equal level.
+            if len(rest) == 1:
+                return _wrap(first, level) + rest[0][0] + _wrap(rest[0][1], level + 1)
+            right = level + 1
+            return _wrap(first, level) + "".join(op + _wrap(item, right) for op, item in rest)
         case Cmp(op=op, left=left, right=right):
             return _wrap(left, 5) + op + _wrap(right, 5)
         case Not(operand=operand):
@@ -165,22 +175,28 @@ def format_node(node: Node) -> str:
             return " || ".join(_wrap(item, 2) for item in items)
 
 
-def node_names(node: Node, out: set[str]) -> set[str]:
-    match node:
-        case Name(name=name) | Defined(name=name):
-            out.add(name)
-        case Cmp(left=Name(name=name), right=Word(name=word)) if is_any(name, word):
-            out.add(name)  # "type==any" reads nothing, but listing "type" is harmless
-        case Word(name=name):
-            out.add(name)
-        case Neg(operand=operand) | Not(operand=operand):
-            node_names(operand, out)
-        case Arith(left=left, right=right) | Cmp(left=left, right=right):
-            node_names(left, out)
-            node_names(right, out)
-        case And(items=items) | Or(items=items):
-            for item in items:
-                node_names(item, out)
-        case _:
-            pass
+def node_names(node: Node) -> set[str]:
+    """The names ``node`` reads (``defined(x)`` reads ``x``); iterative."""
+    out: set[str] = set()
+    stack = [node]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        kind = type(node)
+        if kind is Name or kind is Word or kind is Defined:
+            out.add(node.name)  # type: ignore[union-attr]
+        elif isinstance(node, Cmp):
+            left, right = node.left, node.right
+            if type(left) is Name and type(right) is Word and is_any(left.name, right.name):
+                out.add(left.name)  # "type==any" reads nothing; "type" is harmless
+            else:
+                push(left)
+                push(right)
+        elif isinstance(node, And | Or):
+            stack += node.items
+        elif isinstance(node, Arith):
+            push(node.first)
+            stack += (item for _, item in node.rest)
+        elif isinstance(node, Neg | Not):
+            push(node.operand)
     return out

@@ -203,8 +203,15 @@ from xce_core.resreq import (  # noqa: E402  (each section keeps its own imports
 )
 
 _RR_NAMES = st.sampled_from(["mem", "swp", "tmp", "gpu", "ncpus", "lic_a", "r15s", "ut", "_x1"])
-_RR_AMOUNT = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False)
-_RR_COUNT = st.integers(min_value=1, max_value=10_000)
+# Extremes too: the largest finite float, subnormals, and counts at max_count.
+_RR_AMOUNT = st.one_of(
+    st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False),
+    st.floats(min_value=0, allow_nan=False, allow_infinity=False),
+    st.sampled_from([1.7976931348623157e308, 5e-324, 2.2250738585072014e-308, 1e16, 2.0**53 + 2]),
+)
+_RR_MAX_COUNT = 2**31 - 1
+_RR_COUNT = st.integers(min_value=1, max_value=10_000) | st.sampled_from([_RR_MAX_COUNT])
+_RR_SPAN_VALUE = st.integers(min_value=1, max_value=64) | st.integers(1, _RR_MAX_COUNT)
 
 # Select texts are generated fully parenthesised, so their meaning is unambiguous;
 # the canonical form drops what precedence allows and must keep the meaning.
@@ -214,6 +221,19 @@ _SEL_NUMBERS = st.one_of(
     _SEL_SMALL,
     st.integers(min_value=0, max_value=40).map(lambda n: repr(n / 4)),
     st.sampled_from(["1e3", ".5", "2.", "1E-2", "1e+20", "123456789"]),
+    # At the limits: 30 digits (max_digits), the largest and smallest finite floats,
+    # and sizes that stay finite after their unit.
+    st.sampled_from(
+        [
+            "9" * 30,
+            "0." + "0" * 27 + "1",
+            "1.7976931348623157e308",
+            "5e-324",
+            "1e305G",
+            "0.0001234567890123456",
+            "1Z",
+        ]
+    ),
 )
 _SEL_STRINGS = st.one_of(
     st.text(alphabet="abX_-. 1'", max_size=4).map(lambda s: '"' + s + '"'),
@@ -318,10 +338,10 @@ rusage_alternatives = st.lists(
 ).map(tuple)
 
 spans = st.one_of(
-    st.builds(Span, hosts=st.sampled_from([1, -1]) | st.integers(min_value=1, max_value=64)),
-    st.builds(Span, ptile=st.integers(min_value=1, max_value=64)),
-    st.builds(Span, block=st.integers(min_value=1, max_value=64)),
-    st.builds(Span, stripe=st.just(True), stripe_max=st.none() | st.integers(1, 64)),
+    st.builds(Span, hosts=st.sampled_from([1, -1]) | _RR_SPAN_VALUE),
+    st.builds(Span, ptile=_RR_SPAN_VALUE),
+    st.builds(Span, block=_RR_SPAN_VALUE),
+    st.builds(Span, stripe=st.just(True), stripe_max=st.none() | _RR_SPAN_VALUE),
     # LSF's '!' default and per type/model values (with an optional plain default).
     st.builds(
         Span,
@@ -372,6 +392,55 @@ alternatives = st.lists(st.one_of(primaries(), compounds()), min_size=1, max_siz
 
 resreqs: st.SearchStrategy[ResReq] = st.one_of(primaries(), compounds(), alternatives)
 """Any tree ``parse_resreq`` can produce."""
+
+
+# Fuzzing: arbitrary text, and grammar-aware mutations of valid requirements (pieces
+# of the language inserted, slices deleted, repeated hundreds of times or replaced).
+_FUZZ_SEEDS = st.sampled_from(
+    [
+        "select[type==X86_64 && mem>4000] order[-mem:ut] rusage[mem=2000:duration=1h]",
+        "2*{select[gpu>0] rusage[gpu=1]} + {select[type==any] span[ptile=8]}",
+        "{select[bigmem] rusage[mem=4G]} || {span[ptile='!',HP:8]}",
+        "rusage[mem=(500 300 200):duration=(20 30):decay=(1 0), lic=1||lic2=1]",
+        "type==LINUX2.4 && (ncpus*2>=mem/1000 || !defined(gpu)) order[r15s:pg]",
+        "mem=100:swp=20:-fs:- span[hosts=1] affinity[core(1)*[2]]",
+        "select[-(a+b)*c/2<=-1e3 || name=='x:y'] cu[type=enclosure] span[block=4]",
+    ]
+)
+_FUZZ_PIECES = st.sampled_from(
+    [
+        "(", ")", "!", "-", "[", "]", "{", "}", "||", "&&", ":", "=", "==", "'", '"',
+        ",", "*", "+", "/", " ", "9" * 40, "1e308", "1e308G", "G", "defined(", "defined(mem)",
+        "select[", "rusage[", "span[ptile=", "same[type]", "order[", "2*{", "} + {",
+        "} || {", "'!'", "duration=", "(1 2)", "mem", "type", "cpu", "swap", "a+", "!(",
+        "-(", "\x00", "é", "\n",
+    ]
+)  # fmt: skip
+
+
+@st.composite
+def mutated_resreqs(draw: st.DrawFn) -> str:
+    """A valid requirement (a seed or a generated tree's text), mutated 1-4 times."""
+    text = draw(_FUZZ_SEEDS | resreqs.map(str))
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        start = draw(st.integers(min_value=0, max_value=len(text)))
+        stop = draw(st.integers(min_value=start, max_value=min(len(text), start + 24)))
+        action = draw(st.sampled_from(["insert", "delete", "repeat", "replace"]))
+        if action == "insert":
+            text = text[:start] + draw(_FUZZ_PIECES) + text[start:]
+        elif action == "delete":
+            text = text[:start] + text[stop:]
+        elif action == "repeat":
+            count = draw(st.integers(min_value=2, max_value=400))
+            text = text[:start] + text[start:stop] * count + text[stop:]
+        else:
+            text = text[:start] + draw(_FUZZ_PIECES) + text[stop:]
+    return text
+
+
+fuzz_texts = st.one_of(st.text(max_size=300), mutated_resreqs())
+"""Anything a user could send as a resource requirement, biased towards the language."""
+
 
 # ============================================================================ sim
 # Strategies for SWF trace lines (used by tests/sim): valid lines, valid lines

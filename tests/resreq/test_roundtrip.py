@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,6 +12,8 @@ from tests.resreq.test_corpus import VALID
 from tests.strategies import resreqs, select_hosts, select_texts
 from xce_core import format_resreq, parse_resreq
 from xce_core.resreq import ResReq, compile_select
+from xce_core.resreq._lex import format_number
+from xce_core.resreq._limits import MIN_DIGITS
 from xce_core.resreq._select import _compile_uncached
 from xce_core.resreq._tree import Value
 
@@ -76,3 +80,43 @@ def test_parse_errors_are_not_cached() -> None:
     for _ in range(2):
         with pytest.raises(ValueError, match="unknown section 'foo'"):
             parse_resreq("foo[1]")
+
+
+# -- extreme values (issue #10): canonical text never holds inf, and fits the limits --
+
+
+@settings(max_examples=300)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_canonical_numbers_are_exact_and_fit_the_digit_limit(value: float) -> None:
+    text = format_number(value)
+    assert float(text) == value
+    assert sum(char.isdigit() for char in text) <= 21 < MIN_DIGITS
+
+
+@settings(max_examples=300)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_extreme_select_constants_keep_their_value(value: float) -> None:
+    expr = compile_select(f"x>={format_number(value)} && x<={format_number(value)}")
+    assert compile_select(expr.text) is expr
+    assert expr({"x": value})
+    assert not expr({"x": math.nextafter(value, math.inf)})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "select[mem>1.7976931348623157e308] rusage[mem=1.7976931348623157e308:duration=5e-324]",
+        "select[mem>=" + "9" * 30 + "] rusage[mem=" + "9" * 30 + "]",
+        "2147483647*{span[ptile=2147483647]} + {span[hosts=2147483647]}",
+        "span[ptile='!',HP:2147483647] same[type]",
+        "select[mem>1e305G && swp>1e-320K] rusage[mem=(1e305G 1e305M)]",
+        "select[" + "(" * 63 + "a" + ")" * 63 + "]",
+        "select[" + " && ".join(f"a{i}" for i in range(1_000)) + "]",
+    ],
+)
+def test_values_at_the_limits_round_trip(text: str) -> None:
+    tree = parse_resreq(text)
+    canonical = format_resreq(tree)
+    assert "inf" not in canonical
+    assert parse_resreq(canonical) == tree
+    assert format_resreq(parse_resreq(canonical)) == canonical

@@ -300,6 +300,19 @@ VALID: list[tuple[str, ResReq]] = [
     ("{select[a]}", Alternative((primary("a"),))),
     ("{ }", Alternative((primary(),))),
     ("{type==any order[ut]}||{ }", Alternative((primary("type==any", order="ut"), primary()))),
+    # -- load-index aliases (issue #9). IBM LSF 10.1 "Selection string"
+    # (https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_admin/select_string.html): "The
+    # resource names swap, idle, login, and cpu are accepted as aliases for swp,
+    # it, ls, and r1m respectively." LSF resolves them in order[] and rusage[] too.
+    ("avail_scratch > 200 && swap > 50", primary("avail_scratch>200 && swp>50")),  # the docs'
+    (
+        "defined(avail_scratch) && avail_scratch > 100 && swap > 100",  # examples, verbatim
+        primary("defined(avail_scratch) && avail_scratch>100 && swp>100"),
+    ),
+    ("select[cpu < 0.5 && idle > 10 && login <= 2]", primary("r1m<0.5 && it>10 && ls<=2")),
+    ("order[cpu:-swap]", primary(order="r1m:-swp")),
+    ("rusage[swap=100:cpu=0.5]", primary(rusage=usage([T("swp", 100), T("r1m", 0.5)]))),
+    ("select[type==cpu]", primary("type==cpu")),  # a bare word is a value, not an alias
 ]
 
 INVALID: list[tuple[str, int, str]] = [
@@ -396,6 +409,9 @@ INVALID: list[tuple[str, int, str]] = [
     ("order[ut] rusage[mem=1] type==any || x", 24, "expected a section"),
     ("2*{mem>}", 7, "expected a value, a name or '('"),
     ("select[a == !b]", 12, "expected a value, a name or '(', found '!'"),
+    # -- aliases: duplicates are found after resolving them ------------------------------
+    ("rusage[swap=1:swp=2]", 14, "duplicate resource 'swp'"),
+    ("order[cpu:r1m]", 10, "duplicate 'r1m' in order[]"),
 ]
 
 

@@ -108,6 +108,11 @@ CASES: list[tuple[str, dict[str, Value], bool]] = [
     ("(mem>1)+(ncpus>1)==2", LINUX, True),
     ("0", {}, False),
     ("1", {}, True),
+    # -- LSF's load-index aliases read the index (swap is swp, cpu is r1m, ...) ----------
+    ("swap>50", {"swp": 60}, True),
+    ("swap>50", {"swap": 60}, False),
+    ("cpu<0.5 && idle>10 && login<2", {"r1m": 0.2, "it": 30, "ls": 1}, True),
+    ("type==cpu", {"type": "cpu", "r1m": 0.2}, True),  # a bare word stays a word
 ]
 
 

@@ -40,6 +40,8 @@ Grammar (whitespace is allowed between all pieces)::
   and ``mem>512K`` is ``mem>0.5``. The canonical form prints MB.
 * Compound: every part but the last needs a positive count ``N*``; a compound
   of one part needs one too (``{...}`` alone is an alternative).
+* The load-index aliases ``swap idle login cpu`` (``swp it ls r1m``) are resolved
+  in select, order and rusage.
 * Alternative: any top-level ``{...}`` starts one, so ``{select[a]}`` is an
   alternative of one option.
 * Empty (or whitespace-only) text is ``Primary()``: no constraints. Every

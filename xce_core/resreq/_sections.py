@@ -23,6 +23,7 @@ from xce_core.resreq._lex import (
     unit_factor,
 )
 from xce_core.resreq._limits import ResReqLimits, check_amount
+from xce_core.resreq._names import canonical_name
 from xce_core.resreq._tree import OrderKey, RusageTerm, Span
 
 __all__ = ["SectionParser"]
@@ -84,7 +85,8 @@ class SectionParser:
         return self.skip(pos + 1, end)
 
     def names(self, pos: int, end: int, section: str, reversible: bool) -> list[OrderKey]:
-        """``[-]name:[-]name...`` for order[] and same[]; duplicates are errors."""
+        """``[-]name:[-]name...`` for order[] (load-index aliases resolved:
+        ``order[cpu]`` is ``order[r1m]``) and same[]; duplicates are errors."""
         keys: list[OrderKey] = []
         seen: set[str] = set()
         while True:
@@ -94,6 +96,8 @@ class SectionParser:
                 pos = self.skip(pos + 1, end)
             column = pos
             name, pos = self.name(pos, end, f"a resource name in {section}[]")
+            if reversible:
+                name = canonical_name(name)
             if name in seen:
                 self.fail(f"duplicate {shown(name)} in {section}[]", column)
             seen.add(name)
@@ -159,6 +163,7 @@ class SectionParser:
                         else:
                             terms[index] = replace(term, decay=value)
             else:
+                name = canonical_name(name)  # rusage[swap=100] reserves swp
                 if name in names:
                     self.fail(f"duplicate resource {shown(name)} in rusage[]", column)
                 names.add(name)

@@ -44,6 +44,9 @@ Semantics (they follow LSF; "missing" means ``host.get(name)`` is ``None``):
   binds looser than comparisons: ``!a==b`` means ``!(a==b)``.
 * A string constant is not a condition: ``select['x']`` and ``'x' && a`` are
   errors (``('x')=='x'`` is fine).
+* **Aliases.** LSF's alternative names of load indices, ``swap idle login cpu``,
+  read ``swp it ls r1m`` (``cpu<0.5`` is ``r1m<0.5``). A bare word right of a
+  comparison is not a resource, so it is not an alias (``type==cpu``).
 
 Canonical text: operators ``&& || ! ==`` (keywords and ``=`` are normalised),
 `` && `` and `` || `` with one space on each side and no other spaces, the

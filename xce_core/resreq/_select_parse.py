@@ -27,6 +27,7 @@ from xce_core.resreq._lex import (
     tokenize_select,
 )
 from xce_core.resreq._limits import ResReqLimits
+from xce_core.resreq._names import canonical_name
 from xce_core.resreq._select_tree import (
     COMPARISONS,
     And,
@@ -59,7 +60,7 @@ _BINARY: Final = {
 
 
 # A finished operand: its node, tree depth, first column, and the name as
-# written when it is one bare name (a word when right of ``==``).
+# written when it is one bare name (``cpu`` stays a word right of ``==``).
 _Operand: TypeAlias = tuple[Node, int, int, str | None]
 
 
@@ -274,7 +275,7 @@ class _Parser:
             token = self.tokens[self.index]
             self.index += 1
             if token.kind == NAME:  # the common case first
-                return (Name(token.text), 1, token.column, token.text)
+                return (Name(canonical_name(token.text)), 1, token.column, token.text)
             if token.kind != OP:
                 return self.atom(token)
             if token.text == "(":
@@ -303,7 +304,7 @@ class _Parser:
         column = token.column
         kind = token.kind
         if kind == NAME:
-            return (Name(token.text), 1, column, token.text)
+            return (Name(canonical_name(token.text)), 1, column, token.text)
         if kind == NUM:
             return (Num(cast(float, token.value)), 1, column, None)
         if kind in (STR, DWORD):
@@ -324,4 +325,4 @@ class _Parser:
         if closer.kind != OP or closer.text != ")":
             self.fail("expected ')' to close defined(", closer.column)
         self.index += 3
-        return name.text
+        return canonical_name(name.text)

@@ -313,6 +313,23 @@ VALID: list[tuple[str, ResReq]] = [
     ("order[cpu:-swap]", primary(order="r1m:-swp")),
     ("rusage[swap=100:cpu=0.5]", primary(rusage=usage([T("swp", 100), T("r1m", 0.5)]))),
     ("select[type==cpu]", primary("type==cpu")),  # a bare word is a value, not an alias
+    # -- the legacy syntax (issue #9): ':'-separated terms. IBM keeps examples in the
+    # lsf.task file (Platform LSF Reference 6.2 "lsf.task"; lsrtasks,
+    # https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/lsrtasks.1.html):
+    # "make/cpu", "nroff/-", "compress/-:cpu:mem". The rules follow LSF's parser.
+    ("-", primary("type==any")),
+    ("-:cpu:mem", primary("type==any && r1m && mem")),
+    ("select[r1m=0.5:swp=20]", primary("r1m<=0.5 && swp>=20")),  # grows with load: <=
+    ("select[mem=100 : tmp=4G : it=10]", primary("mem>=100 && tmp>=4096 && it>=10")),
+    ("select[-fs:hpux]", primary("!fs && hpux")),
+    ("type=SUNSOL:swp=50 order[ut]", primary("type==SUNSOL && swp>=50", order="ut")),
+    (
+        "select[type=LINUX2.4:model=any:gpus=2]",
+        primary("type=='LINUX2.4' && model==any && gpus>=2"),
+    ),
+    ("select[hname=host06-x12:cpu=1]", primary("hname=='host06-x12' && r1m<=1")),
+    ("select[name=='a:b']", primary("name=='a:b'")),  # a quoted ':' is not legacy
+    ("select[mem=100]", primary("mem==100")),  # without ':' the current syntax: '=' is '=='
 ]
 
 INVALID: list[tuple[str, int, str]] = [
@@ -412,6 +429,16 @@ INVALID: list[tuple[str, int, str]] = [
     # -- aliases: duplicates are found after resolving them ------------------------------
     ("rusage[swap=1:swp=2]", 14, "duplicate resource 'swp'"),
     ("order[cpu:r1m]", 10, "duplicate 'r1m' in order[]"),
+    # -- legacy terms ------------------------------------------------------------------
+    ("select[mem:-mem]", 11, "'-' negates a boolean resource; 'mem' is not one"),
+    ("select[hpux:type]", 16, "expected '=' and a value after 'type'"),
+    ("select[mem=abc:swp=1]", 11, "expected a non-negative number for 'mem'"),
+    ("select[mem>1:swp=1]", 10, "expected ':' or '=' after 'mem'"),
+    ("select[mem=1::swp=1]", 13, "expected a resource name in a ':'-separated (legacy) select"),
+    ("select[mem=1:]", 13, "expected a resource name in a ':'-separated (legacy) select"),
+    ("select[-fs=1:a]", 10, "a negated term takes no value"),
+    ("select[mem=1 2:a]", 13, "expected ':' or the end of the select"),
+    ("select[mem=-1:a]", 11, "expected a non-negative number for 'mem'"),
 ]
 
 

@@ -94,6 +94,7 @@ def test_hostile_input_is_rejected_naming_the_limit(
         ("rusage[mem=1e308GB]", 11),
         ("rusage[mem=(1e308T 1)]", 12),
         ("rusage[mem=1:duration=1e308h]", 22),
+        ("select[mem=1e308G:swp=1]", 11),  # the legacy syntax too
         ("select[mem>1e999]", 11),
     ],
 )

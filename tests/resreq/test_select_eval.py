@@ -113,6 +113,17 @@ CASES: list[tuple[str, dict[str, Value], bool]] = [
     ("swap>50", {"swap": 60}, False),
     ("cpu<0.5 && idle>10 && login<2", {"r1m": 0.2, "it": 30, "ls": 1}, True),
     ("type==cpu", {"type": "cpu", "r1m": 0.2}, True),  # a bare word stays a word
+    # -- the legacy syntax: ':' joins terms; '=' is a bound that depends on the index --
+    ("r1m=0.5:swp=20", {"r1m": 0.5, "swp": 20}, True),
+    ("r1m=0.5:swp=20", {"r1m": 0.6, "swp": 20}, False),
+    ("r1m=0.5:swp=20", {"r1m": 0.5, "swp": 19}, False),
+    ("cpu=0.5:swap=20", {"r1m": 0.1, "swp": 500}, True),
+    ("-fs:hpux", {"hpux": True}, True),
+    ("-fs:hpux", {"hpux": True, "fs": True}, False),
+    ("-:mem", {"mem": 1}, True),
+    ("-", {}, True),
+    ("type=X86_64:gpus=2", {"type": "X86_64", "gpus": 4}, True),
+    ("type=X86_64:gpus=2", {"type": "X86_64", "gpus": 1}, False),
 ]
 
 

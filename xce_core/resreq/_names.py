@@ -1,10 +1,13 @@
-"""LSF's alternative names of its built-in load indices.
+"""LSF's built-in resource names: aliases and kinds.
 
 Sources (IBM Spectrum LSF 10.1 documentation):
 
 - "Selection string" (https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_admin/select_string.html):
   "The resource names swap, idle, login, and cpu are accepted as aliases for
   swp, it, ls, and r1m respectively."
+- "Load indices" (https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_admin/load_indices.html):
+  the built-in load indices and their direction: r15s, r1m, r15m, ut, pg, ls and
+  io increase with load; it, swp, mem and tmp decrease with load.
 """
 
 from __future__ import annotations
@@ -13,10 +16,40 @@ from typing import Final
 
 __all__ = [
     "ALIASES",
+    "INCREASING",
+    "NUMERIC_BUILTINS",
+    "STRING_BUILTINS",
     "canonical_name",
 ]
 
 ALIASES: Final = {"swap": "swp", "idle": "it", "login": "ls", "cpu": "r1m"}
+
+# Load indices where a larger value means a busier host (LSF "Direction:
+# increasing"): a legacy term ``r1m=0.5`` means r1m<=0.5.
+INCREASING: Final = frozenset({"r15s", "r1m", "r15m", "ut", "pg", "ls", "io"})
+# Every other built-in number is "more is better" (a legacy ``mem=100`` means
+# mem>=100): the decreasing load indices, the static sizes, and xce's slots.
+NUMERIC_BUILTINS: Final = INCREASING | frozenset(
+    {
+        "it",
+        "swp",
+        "mem",
+        "tmp",
+        "ncpus",
+        "nprocs",
+        "ncores",
+        "nthreads",
+        "ndisks",
+        "maxmem",
+        "maxswp",
+        "maxtmp",
+        "cpuf",
+        "rexpri",
+        "slots",
+        "maxslots",
+    }
+)
+STRING_BUILTINS: Final = frozenset({"type", "model", "status", "hname", "host"})
 
 
 def canonical_name(name: str) -> str:

@@ -9,7 +9,8 @@ cache filled under looser limits). A cache holds at most ``_CACHE_LIMIT``
 entries and is emptied when full (identity then holds again from the next
 compile on). User text is never passed to eval/exec/compile: evaluation is a
 small tree of closures, with comparisons of a name against a constant fused
-into one closure. The parser (``_select_parse``) uses no recursion.
+into one closure. The parser (``_select_parse``) uses no recursion; the
+legacy ``a=1:b`` syntax is read by ``_select_legacy``.
 
 Semantics (they follow LSF; "missing" means ``host.get(name)`` is ``None``):
 
@@ -64,6 +65,7 @@ from typing import Final
 from xce_core._errors import ResReqSyntaxError
 from xce_core.resreq._limits import DEFAULT_LIMITS, ResReqLimits
 from xce_core.resreq._select_eval import compile_test
+from xce_core.resreq._select_legacy import is_legacy, parse_legacy_select
 from xce_core.resreq._select_parse import parse_select
 from xce_core.resreq._select_tree import Node, format_node, node_names
 from xce_core.resreq._tree import SelectExpr
@@ -90,6 +92,8 @@ def _cache_for(limits: ResReqLimits) -> dict[str, SelectExpr]:
 
 
 def _parse(source: str, start: int, end: int, limits: ResReqLimits) -> Node:
+    if is_legacy(source, start, end):
+        return parse_legacy_select(source, start, end, limits)
     return parse_select(source, start, end, limits)
 
 

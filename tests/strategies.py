@@ -216,6 +216,8 @@ _RR_SPAN_VALUE = st.integers(min_value=1, max_value=64) | st.integers(1, _RR_MAX
 # Select texts are generated fully parenthesised, so their meaning is unambiguous;
 # the canonical form drops what precedence allows and must keep the meaning.
 _SEL_NAMES = st.sampled_from(["a", "b", "mem", "type", "model", "gpu", "X86_64", "any", "local"])
+# defined() takes configured resources only: built-ins such as mem or type are errors.
+_SEL_DEFINABLE = st.sampled_from(["a", "b", "gpu", "X86_64", "any", "local"])
 _SEL_SMALL = st.integers(min_value=0, max_value=9).map(str)  # comparisons go both ways
 _SEL_NUMBERS = st.one_of(
     _SEL_SMALL,
@@ -274,7 +276,7 @@ select_texts = st.recursive(
     st.one_of(
         _SEL_COMPARISONS,
         _SEL_NAMES,  # bare names: true or false depending on the host
-        _SEL_NAMES.map(lambda n: f"defined({n})"),
+        _SEL_DEFINABLE.map(lambda n: f"defined({n})"),
         _SEL_SMALL,
     ),
     lambda inner: st.one_of(

@@ -429,6 +429,16 @@ INVALID: list[tuple[str, int, str]] = [
     # -- aliases: duplicates are found after resolving them ------------------------------
     ("rusage[swap=1:swp=2]", 14, "duplicate resource 'swp'"),
     ("order[cpu:r1m]", 10, "duplicate 'r1m' in order[]"),
+    # -- defined() takes configured resources. LSF 7.3 "Administering Platform LSF",
+    # "Supported resource names in the defined function" (and LSF 10.1 "Selection
+    # string"): "The following resource names are not accepted in the defined
+    # (resource_name) function: ... r15s r1m r15m ut pg io ls it tmp swp mem ncpus
+    # ndisks maxmem maxswp maxtmp cpuf type model status rexpri server and hname".
+    ("select[defined(mem)]", 15, "defined() takes a configured resource; 'mem' is built in"),
+    ("select[gpu>0 || defined(type)]", 24, "'type' is built in"),
+    ("select[defined(model)]", 15, "'model' is built in"),
+    ("select[defined(cpu)]", 15, "'cpu' is built in"),  # the alias of r1m
+    ("select[!defined(server)]", 16, "'server' is built in"),
     # -- legacy terms ------------------------------------------------------------------
     ("select[mem:-mem]", 11, "'-' negates a boolean resource; 'mem' is not one"),
     ("select[hpux:type]", 16, "expected '=' and a value after 'type'"),

@@ -34,8 +34,8 @@ CASES: list[tuple[str, dict[str, Value], bool]] = [
     ("gpu*0==0", LINUX, False),
     ("gpu>0 || mem>0", LINUX, True),
     ("defined(gpu)", LINUX, False),
-    ("defined(mem)", LINUX, True),
-    ("DEFINED(mem) AND NOT defined(gpu)", LINUX, True),
+    ("defined(bigmem)", LINUX, True),
+    ("DEFINED(bigmem) AND NOT defined(gpu)", LINUX, True),
     ("defined(gpu) && !(gpu>0)", LINUX, False),
     # -- booleans -----------------------------------------------------------------------
     ("bigmem", LINUX, True),

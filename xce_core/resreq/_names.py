@@ -1,4 +1,4 @@
-"""LSF's built-in resource names: aliases and kinds.
+"""LSF's built-in resource names: aliases, kinds, and what ``defined()`` takes.
 
 Sources (IBM Spectrum LSF 10.1 documentation):
 
@@ -8,6 +8,11 @@ Sources (IBM Spectrum LSF 10.1 documentation):
 - "Load indices" (https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_admin/load_indices.html):
   the built-in load indices and their direction: r15s, r1m, r15m, ut, pg, ls and
   io increase with load; it, swp, mem and tmp decrease with load.
+- "Selection string", section "Supported resource names in the defined
+  function" (Platform LSF 7.3 "Administering Platform LSF", p. 286, same text):
+  defined() does not accept the built-in names r15s r1m r15m ut pg io ls it tmp
+  swp mem ncpus ndisks maxmem maxswp maxtmp cpuf type model status rexpri
+  server and hname.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Final
 __all__ = [
     "ALIASES",
     "INCREASING",
+    "NOT_DEFINABLE",
     "NUMERIC_BUILTINS",
     "STRING_BUILTINS",
     "canonical_name",
@@ -50,6 +56,10 @@ NUMERIC_BUILTINS: Final = INCREASING | frozenset(
     }
 )
 STRING_BUILTINS: Final = frozenset({"type", "model", "status", "hname", "host"})
+
+# A built-in is always defined, so defined() of one is a mistake LSF rejects.
+# xce adds its own built-ins (slots, maxslots and host, its alias of hname).
+NOT_DEFINABLE: Final = NUMERIC_BUILTINS | STRING_BUILTINS | {"server"}
 
 
 def canonical_name(name: str) -> str:

@@ -48,6 +48,8 @@ Semantics (they follow LSF; "missing" means ``host.get(name)`` is ``None``):
 * **Aliases.** LSF's alternative names of load indices, ``swap idle login cpu``,
   read ``swp it ls r1m`` (``cpu<0.5`` is ``r1m<0.5``). A bare word right of a
   comparison is not a resource, so it is not an alias (``type==cpu``).
+* **defined(name)** takes a configured resource: a built-in (``mem``, ``type``,
+  ``model``, ``ncpus``, ... see ``_names``), always defined, is an error.
 
 Canonical text: operators ``&& || ! ==`` (keywords and ``=`` are normalised),
 `` && `` and `` || `` with one space on each side and no other spaces, the

@@ -27,7 +27,7 @@ from xce_core.resreq._lex import (
     tokenize_select,
 )
 from xce_core.resreq._limits import ResReqLimits
-from xce_core.resreq._names import canonical_name
+from xce_core.resreq._names import NOT_DEFINABLE, canonical_name
 from xce_core.resreq._select_tree import (
     COMPARISONS,
     And,
@@ -325,4 +325,11 @@ class _Parser:
         if closer.kind != OP or closer.text != ")":
             self.fail("expected ')' to close defined(", closer.column)
         self.index += 3
-        return canonical_name(name.text)
+        resolved = canonical_name(name.text)
+        if resolved in NOT_DEFINABLE:
+            self.fail(
+                f"defined() takes a configured resource; {shown(name.text)} is built in"
+                " and always defined",
+                name.column,
+            )
+        return resolved

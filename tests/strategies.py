@@ -191,7 +191,9 @@ def hostile_msgpack_stream(draw: st.DrawFn, max_frame: int) -> bytes:
 # ============================================================================ resreq
 # Strategies for resource-requirement trees and select texts (used by tests/resreq).
 
-from xce_core.resreq import (  # noqa: E402  (each section keeps its own imports)
+from dataclasses import replace  # noqa: E402  (each section keeps its own imports)
+
+from xce_core.resreq import (  # noqa: E402
     Alternative,
     Compound,
     OrderKey,
@@ -212,6 +214,7 @@ _RR_AMOUNT = st.one_of(
 _RR_MAX_COUNT = 2**31 - 1
 _RR_COUNT = st.integers(min_value=1, max_value=10_000) | st.sampled_from([_RR_MAX_COUNT])
 _RR_SPAN_VALUE = st.integers(min_value=1, max_value=64) | st.integers(1, _RR_MAX_COUNT)
+_RR_SAME = st.sampled_from(["type", "model"])
 
 # Select texts are generated fully parenthesised, so their meaning is unambiguous;
 # the canonical form drops what precedence allows and must keep the meaning.
@@ -358,6 +361,19 @@ spans = st.one_of(
 )
 
 
+def _lsf_consistent(primary: Primary) -> Primary:
+    """LSF's cross-section rules: per type/model ptile values need same[type] or
+    same[model]; '!' excludes same[type:model]."""
+    span, same = primary.span, primary.same
+    if span is None:
+        return primary
+    if span.ptile_by and "type" not in same and "model" not in same:
+        same = ("type", *same)
+    if span.ptile_max and "type" in same and "model" in same:
+        same = tuple(name for name in same if name != "model")
+    return replace(primary, same=same)
+
+
 def primaries(count: st.SearchStrategy[int] | None = None) -> st.SearchStrategy[Primary]:
     """Primaries with any subset of sections; ``count`` draws the compound count
     (none: ``count=None``, as for a top-level primary or a compound's last part)."""
@@ -371,12 +387,12 @@ def primaries(count: st.SearchStrategy[int] | None = None) -> st.SearchStrategy[
         ).map(tuple),
         rusage=st.lists(rusage_alternatives, max_size=3).map(tuple),
         span=st.none() | spans,
-        same=st.lists(_RR_NAMES, max_size=3, unique=True).map(tuple),
+        same=st.lists(_RR_NAMES | _RR_SAME, max_size=3, unique=True).map(tuple),
         affinity=st.none()
         | st.from_regex(r"[a-z]+(\([a-z0-9=,]+\))?(:[a-z]+=[a-z0-9]+)*", fullmatch=True),
         count=st.none() if count is None else count,
         cu=st.none() | st.from_regex(r"[a-z]+=[a-z0-9]+(:[a-z]+=[a-z0-9]+)*", fullmatch=True),
-    )
+    ).map(_lsf_consistent)
 
 
 @st.composite
@@ -402,7 +418,7 @@ _FUZZ_SEEDS = st.sampled_from(
     [
         "select[type==X86_64 && mem>4000] order[-mem:ut] rusage[mem=2000:duration=1h]",
         "2*{select[gpu>0] rusage[gpu=1]} + {select[type==any] span[ptile=8]}",
-        "{select[bigmem] rusage[mem=4G]} || {span[ptile='!',HP:8]}",
+        "{select[bigmem] rusage[mem=4G]} || {span[ptile='!',HP:8] same[type]}",
         "rusage[mem=(500 300 200):duration=(20 30):decay=(1 0), lic=1||lic2=1]",
         "type==LINUX2.4 && (ncpus*2>=mem/1000 || !defined(gpu)) order[r15s:pg]",
         "mem=100:swp=20:-fs:- span[hosts=1] affinity[core(1)*[2]]",

@@ -219,7 +219,10 @@ VALID: list[tuple[str, ResReq]] = [
     ("span[block=4]", primary(span=Span(block=4))),
     ("span[stripe]", primary(span=Span(stripe=True))),
     ("span[ stripe = 2 ]", primary(span=Span(stripe=True, stripe_max=2))),
-    ("span[ptile=4, X86_64:2]", primary(span=Span(ptile=4, ptile_by=(("X86_64", 2),)))),
+    (
+        "span[ptile=4, X86_64:2] same[type]",
+        primary(span=Span(ptile=4, ptile_by=(("X86_64", 2),)), same=("type",)),
+    ),
     ("same[type]", primary(same=("type",))),
     ("same[type:model]", primary(same=("type", "model"))),
     ("affinity[core(1)]", primary(affinity="core(1)")),
@@ -330,6 +333,11 @@ VALID: list[tuple[str, ResReq]] = [
     ("select[hname=host06-x12:cpu=1]", primary("hname=='host06-x12' && r1m<=1")),
     ("select[name=='a:b']", primary("name=='a:b'")),  # a quoted ':' is not legacy
     ("select[mem=100]", primary("mem==100")),  # without ':' the current syntax: '=' is '=='
+    # -- ptile values per type or model with same[] (issue #9): see INVALID below.
+    (
+        "same[model:type] span[ptile=LINUX:2,SGI:4]",
+        primary(span=Span(ptile_by=(("LINUX", 2), ("SGI", 4))), same=("model", "type")),
+    ),
 ]
 
 INVALID: list[tuple[str, int, str]] = [
@@ -449,6 +457,16 @@ INVALID: list[tuple[str, int, str]] = [
     ("select[-fs=1:a]", 10, "a negated term takes no value"),
     ("select[mem=1 2:a]", 13, "expected ':' or the end of the select"),
     ("select[mem=-1:a]", 11, "expected a non-negative number for 'mem'"),
+    # -- span[ptile] per type/model needs same[]. IBM LSF "Span string"
+    # (https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_admin/span_string.html) and Platform
+    # LSF 6.2 "Specifying multiple ptile values": "For host type, you must specify
+    # same[type] ... For host model, you must specify same[model]", and "If you
+    # specify same[type:model], you cannot specify a predefined ptile value (!)".
+    ("span[ptile='!',HP:8,SGI:8,LINUX:2]", 15, "need same[type] or same[model]"),
+    ("span[ptile=4,X86_64:2] same[ncpus]", 13, "need same[type] or same[model]"),
+    ("2*{span[ptile=HP:2]} + {same[type]}", 14, "need same[type] or same[model]"),
+    ("same[type:model] span[ptile='!',LINUX:2]", 28, "ptile='!' cannot be combined"),
+    ("span[ptile='!'] same[model:type]", 11, "ptile='!' cannot be combined"),
 ]
 
 

@@ -40,6 +40,9 @@ Grammar (whitespace is allowed between all pieces)::
   and ``mem>512K`` is ``mem>0.5``. The canonical form prints MB.
 * Compound: every part but the last needs a positive count ``N*``; a compound
   of one part needs one too (``{...}`` alone is an alternative).
+* LSF's rules across sections: per type/model ptile values (``HP:8``) need
+  ``same[type]`` or ``same[model]``, and ``'!'`` cannot be combined with
+  ``same[type:model]`` (both names).
 * The load-index aliases ``swap idle login cpu`` (``swp it ls r1m``) are resolved
   in select, order and rusage.
 * Alternative: any top-level ``{...}`` starts one, so ``{select[a]}`` is an
@@ -67,7 +70,7 @@ from typing import Final
 
 from xce_core.resreq._lex import shown
 from xce_core.resreq._limits import DEFAULT_LIMITS, ResReqLimits
-from xce_core.resreq._sections import SectionParser
+from xce_core.resreq._sections import SectionParser, SpanMarks
 from xce_core.resreq._select import compile_select_span
 from xce_core.resreq._tree import (
     Alternative,
@@ -245,6 +248,7 @@ class _Parser(SectionParser):
         same: tuple[str, ...] = ()
         affinity: str | None = None
         cu: str | None = None
+        marks = SpanMarks()
         pos = self.skip(pos)
         if pos < self.end and text[pos] != closer and not _SECTION_HEAD.match(text, pos):
             stop = self.bare_select_end(pos)
@@ -281,7 +285,7 @@ class _Parser(SectionParser):
             elif name == "rusage":
                 rusage = self.rusage(start, close)
             elif name == "span":
-                span = self.span(start, close)
+                span, marks = self.span(start, close)
             elif name == "same":
                 same = self.same(start, close)
             elif name == "cu":
@@ -293,7 +297,22 @@ class _Parser(SectionParser):
                 if not affinity:
                     self.fail("expected an affinity description in affinity[]", close)
             pos = self.skip(close + 1)
+        if span is not None and span.varies:
+            self.check_ptile_same(marks, same)
         return Primary(select, order, rusage, span, same, affinity, count, cu, resort), pos
+
+    def check_ptile_same(self, marks: SpanMarks, same: tuple[str, ...]) -> None:
+        """LSF: per type/model ptile values need same[type] or same[model], and
+        '!' cannot be combined with same[type:model] ("Span string",
+        https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_admin/span_string.html;
+        Platform LSF 6.2 "Specifying multiple ptile values")."""
+        by_kind = "type" in same or "model" in same
+        if marks.by is not None and not by_kind:
+            self.fail(
+                "ptile values per host type or model need same[type] or same[model]", marks.by
+            )
+        if marks.bang is not None and {"type", "model"} <= set(same):
+            self.fail("ptile='!' cannot be combined with same[type:model]", marks.bang)
 
     def bare_select_end(self, pos: int) -> int:
         """Where a select written without ``select[`` ends: at the first section

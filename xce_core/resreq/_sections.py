@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Final, NoReturn
+from typing import Final, NamedTuple, NoReturn
 
 from xce_core._errors import ResReqSyntaxError
 from xce_core.resreq._lex import (
@@ -26,7 +26,7 @@ from xce_core.resreq._limits import ResReqLimits, check_amount
 from xce_core.resreq._names import canonical_name
 from xce_core.resreq._tree import OrderKey, RusageTerm, Span
 
-__all__ = ["SectionParser"]
+__all__ = ["SectionParser", "SpanMarks"]
 
 _PER: Final = re.compile(r"/\s*(task|host|job)\b")
 _INTEGER: Final = re.compile(r"-?[0-9]+(?![\w.])")
@@ -34,6 +34,14 @@ _SPAN_OPTIONS: Final = ("hosts", "ptile", "block", "stripe")
 _ITEM: Final = re.compile(r"[^\s)]+")  # one phase value inside ( )
 _PTILE_MAX: Final = re.compile(r"'!'|\"!\"|!")
 _MINUTES_PER_UNIT: Final = {"s": 1 / 60, "m": 1.0, "h": 60.0}
+
+
+class SpanMarks(NamedTuple):
+    """Where a span's ptile named ``'!'`` and its first per type/model value,
+    for the checks that need the ``same[]`` section too."""
+
+    bang: int | None = None
+    by: int | None = None
 
 
 class SectionParser:
@@ -266,7 +274,9 @@ class SectionParser:
             self.fail("expected decay=0 or decay=1", pos)
         return value, after
 
-    def span(self, start: int, end: int) -> Span:
+    def span(self, start: int, end: int) -> tuple[Span, SpanMarks]:
+        """The span and, for a ptile, where ``'!'`` and type/model values are."""
+        marks = SpanMarks()
         pos = self.skip(start, end)
         column = pos
         name, pos = self.name(pos, end, "hosts=, ptile=, block= or stripe in span[]")
@@ -281,7 +291,7 @@ class SectionParser:
         else:
             pos = self.expect_equals(pos, end, name, "span")
             if name == "ptile":
-                span, pos = self.ptile(pos, end)
+                span, marks, pos = self.ptile(pos, end)
             else:
                 match = _INTEGER.match(self.text, pos, end)
                 value = self.integer(match, name) if match is not None else 0
@@ -308,9 +318,9 @@ class SectionParser:
                         f"span[] takes one option, not both {name} and {other.group()}", again
                     )
             self.fail("expected ']' to end span[]", pos)
-        return span
+        return span, marks
 
-    def ptile(self, pos: int, end: int) -> tuple[Span, int]:
+    def ptile(self, pos: int, end: int) -> tuple[Span, SpanMarks, int]:
         """``ptile=`` values: ``P``, ``'!'``, and ``type_or_model:P`` items, comma
         separated (``ptile='!',HP:8,LINUX:2``); at most one default."""
         text = self.text
@@ -318,6 +328,7 @@ class SectionParser:
         bang: int | None = None
         by: list[tuple[str, int]] = []
         by_names: set[str] = set()
+        first_by: int | None = None
         count = 0
         while True:
             column = pos
@@ -340,6 +351,7 @@ class SectionParser:
                 if name in by_names:
                     self.fail(f"duplicate ptile value for {shown(name)}", column)
                 by_names.add(name)
+                first_by = column if first_by is None else first_by
                 pos = self.skip(pos, end)
                 if not text.startswith(":", pos, end):
                     self.fail(f"expected ':' and a slot count after {shown(name)} in ptile", pos)
@@ -358,4 +370,4 @@ class SectionParser:
                     continue
                 # Another span option follows: span() reports it.
             span = Span(ptile=default, ptile_max=bang is not None, ptile_by=tuple(by))
-            return span, pos
+            return span, SpanMarks(bang, first_by), pos

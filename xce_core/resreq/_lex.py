@@ -144,6 +144,8 @@ def tokenize_select(source: str, start: int, end: int, limits: ResReqLimits) -> 
     # most of the cost of compiling a select.
     make = tuple.__new__
     max_digits = limits.max_digits
+    max_depth = limits.max_depth
+    depth = 0  # open parentheses, but for defined(
     pos = start
     while (match := match_token(source, pos, end)) is not None:
         kind = match.lastgroup
@@ -154,6 +156,16 @@ def tokenize_select(source: str, start: int, end: int, limits: ResReqLimits) -> 
         text = match.group(kind)
         if kind == "op":
             append(make(Token, (OP, "==" if text == "=" else text, None, column)))
+            if text == "(" and (len(tokens) < 2 or tokens[-2].kind != KEYWORD):
+                depth += 1
+                if depth > max_depth:
+                    # The parser rejects the nesting at or before this "(" (it
+                    # counts prefix operators too), so the rest need not be read:
+                    # deep text is rejected in time proportional to max_depth.
+                    append(make(Token, (EOF, "", None, end)))
+                    return tokens
+            elif text == ")":
+                depth -= 1
         elif kind == "word":
             lowered = text.lower()
             if "." in text:

@@ -102,7 +102,8 @@ class Token(NamedTuple):
 def parse_number(source: str, match: re.Match[str], limits: ResReqLimits) -> float:
     """The float of a ``NUMBER_RE`` match; raises ResReqSyntaxError if it has
     too many digits or is not finite."""
-    limits.check_number(source, match.start(), match.end())
+    if match.end() - match.start() > limits.max_digits:
+        limits.check_number(source, match.start(), match.end())
     value = float(match.group())
     if not math.isfinite(value):
         raise ResReqSyntaxError("number out of range", source, match.start())

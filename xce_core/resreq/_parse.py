@@ -70,7 +70,7 @@ from typing import Final
 
 from xce_core.resreq._lex import shown
 from xce_core.resreq._limits import DEFAULT_LIMITS, ResReqLimits
-from xce_core.resreq._sections import SectionParser, SpanMarks
+from xce_core.resreq._sections import NO_MARKS, SectionParser, SpanMarks
 from xce_core.resreq._select import compile_select_span
 from xce_core.resreq._tree import (
     Alternative,
@@ -195,7 +195,8 @@ class _Parser(SectionParser):
             if pos >= self.end or self.text[pos] != "}":
                 self.fail("expected '}' to close '{'", brace)
             options.append(option)
-            self.limits.check_terms(len(options), "alternatives", self.text, brace)
+            if len(options) > self.limits.max_terms:
+                self.limits.check_terms(len(options), "alternatives", self.text, brace)
             pos = self.skip(pos + 1)
             if self.text.startswith("+", pos):
                 self.fail("only the last part of a compound may omit its count N*", brace)
@@ -225,7 +226,8 @@ class _Parser(SectionParser):
             if pos >= self.end or self.text[pos] != "}":
                 self.fail("expected '}' to close '{'", brace)
             parts.append(part)
-            self.limits.check_terms(len(parts), "compound parts", self.text, brace)
+            if len(parts) > self.limits.max_terms:
+                self.limits.check_terms(len(parts), "compound parts", self.text, brace)
             after = self.skip(pos + 1)
             if not self.text.startswith("+", after):
                 if count is None and len(parts) == 1:
@@ -248,7 +250,7 @@ class _Parser(SectionParser):
         same: tuple[str, ...] = ()
         affinity: str | None = None
         cu: str | None = None
-        marks = SpanMarks()
+        marks = NO_MARKS
         pos = self.skip(pos)
         if pos < self.end and text[pos] != closer and not _SECTION_HEAD.match(text, pos):
             stop = self.bare_select_end(pos)
@@ -297,7 +299,7 @@ class _Parser(SectionParser):
                 if not affinity:
                     self.fail("expected an affinity description in affinity[]", close)
             pos = self.skip(close + 1)
-        if span is not None and span.varies:
+        if marks is not NO_MARKS:
             self.check_ptile_same(marks, same)
         return Primary(select, order, rusage, span, same, affinity, count, cu, resort), pos
 

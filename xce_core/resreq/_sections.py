@@ -23,10 +23,10 @@ from xce_core.resreq._lex import (
     unit_factor,
 )
 from xce_core.resreq._limits import ResReqLimits, check_amount
-from xce_core.resreq._names import canonical_name
+from xce_core.resreq._names import ALIASES
 from xce_core.resreq._tree import OrderKey, RusageTerm, Span
 
-__all__ = ["SectionParser", "SpanMarks"]
+__all__ = ["NO_MARKS", "SectionParser", "SpanMarks"]
 
 _PER: Final = re.compile(r"/\s*(task|host|job)\b")
 _INTEGER: Final = re.compile(r"-?[0-9]+(?![\w.])")
@@ -42,6 +42,9 @@ class SpanMarks(NamedTuple):
 
     bang: int | None = None
     by: int | None = None
+
+
+NO_MARKS: Final = SpanMarks()
 
 
 class SectionParser:
@@ -81,9 +84,11 @@ class SectionParser:
 
     def integer(self, match: re.Match[str], what: str) -> int:
         """The value of an ``_INTEGER`` match, within ``max_digits``/``max_count``."""
-        self.limits.check_number(self.text, match.start(), match.end())
+        limits = self.limits
+        limits.check_number(self.text, match.start(), match.end())
         value = int(match.group())
-        self.limits.check_count(value, what, self.text, match.start())
+        if value > limits.max_count:
+            limits.check_count(value, what, self.text, match.start())
         return value
 
     def expect_equals(self, pos: int, end: int, name: str, section: str) -> int:
@@ -105,12 +110,13 @@ class SectionParser:
             column = pos
             name, pos = self.name(pos, end, f"a resource name in {section}[]")
             if reversible:
-                name = canonical_name(name)
+                name = ALIASES.get(name, name)
             if name in seen:
                 self.fail(f"duplicate {shown(name)} in {section}[]", column)
             seen.add(name)
             keys.append(OrderKey(name, reverse))
-            self.limits.check_terms(len(keys), f"names in {section}[]", self.text, column)
+            if len(keys) > self.limits.max_terms:
+                self.limits.check_terms(len(keys), f"names in {section}[]", self.text, column)
             pos = self.skip(pos, end)
             if pos == end:
                 return keys
@@ -171,11 +177,12 @@ class SectionParser:
                         else:
                             terms[index] = replace(term, decay=value)
             else:
-                name = canonical_name(name)  # rusage[swap=100] reserves swp
+                name = ALIASES.get(name, name)  # rusage[swap=100] reserves swp
                 if name in names:
                     self.fail(f"duplicate resource {shown(name)} in rusage[]", column)
                 names.add(name)
-                self.limits.check_terms(len(names), "terms in rusage[]", self.text, column)
+                if len(names) > self.limits.max_terms:
+                    self.limits.check_terms(len(names), "terms in rusage[]", self.text, column)
                 phases: tuple[float, ...] = ()
                 if text.startswith("(", pos, end):  # multi-phase: mem=(500 300 200)
                     phases, pos = self.phase_amounts(name, pos, end)
@@ -276,7 +283,7 @@ class SectionParser:
 
     def span(self, start: int, end: int) -> tuple[Span, SpanMarks]:
         """The span and, for a ptile, where ``'!'`` and type/model values are."""
-        marks = SpanMarks()
+        marks = NO_MARKS
         pos = self.skip(start, end)
         column = pos
         name, pos = self.name(pos, end, "hosts=, ptile=, block= or stripe in span[]")
@@ -333,7 +340,8 @@ class SectionParser:
         while True:
             column = pos
             count += 1
-            self.limits.check_terms(count, "ptile values", text, column)
+            if count > self.limits.max_terms:
+                self.limits.check_terms(count, "ptile values", text, column)
             mark = _PTILE_MAX.match(text, pos, end)
             if mark is not None:
                 if default is not None or bang is not None:
@@ -370,4 +378,5 @@ class SectionParser:
                     continue
                 # Another span option follows: span() reports it.
             span = Span(ptile=default, ptile_max=bang is not None, ptile_by=tuple(by))
-            return span, SpanMarks(bang, first_by), pos
+            marks = NO_MARKS if bang is None and first_by is None else SpanMarks(bang, first_by)
+            return span, marks, pos

@@ -100,7 +100,9 @@ def _parse(source: str, start: int, end: int, limits: ResReqLimits) -> Node:
 
 
 def _compile_node(node: Node, text: str) -> SelectExpr:
-    return SelectExpr(text=text, names=frozenset(node_names(node)), evaluate=compile_test(node))
+    return SelectExpr(
+        text=text, names=frozenset(node_names(node, set())), evaluate=compile_test(node)
+    )
 
 
 def _compile_uncached(text: str, limits: ResReqLimits = DEFAULT_LIMITS) -> SelectExpr:

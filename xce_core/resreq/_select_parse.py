@@ -27,7 +27,7 @@ from xce_core.resreq._lex import (
     tokenize_select,
 )
 from xce_core.resreq._limits import ResReqLimits
-from xce_core.resreq._names import NOT_DEFINABLE, canonical_name
+from xce_core.resreq._names import ALIASES, NOT_DEFINABLE, canonical_name
 from xce_core.resreq._select_tree import (
     COMPARISONS,
     And,
@@ -46,6 +46,7 @@ from xce_core.resreq._select_tree import (
 
 __all__ = ["parse_select"]
 
+_alias = ALIASES.get  # a name as written -> the load index it is an alias of
 # Binding levels, loosest first; a prefix "!" sits between && and comparisons.
 _OR, _AND, _NOT, _CMP, _ADD, _MUL, _NEG = 1, 2, 3, 4, 5, 6, 7
 _BINARY: Final = {
@@ -237,13 +238,8 @@ class _Parser:
                     node = Word(current[3] or node.name)
                 node = Cmp(op, left[0], node)
                 depth = max(left[1], depth) + 1
-            else:  # the common two-operand chain, without a _Chain
-                chain = _Chain(level, left)
-                chain.ops.append(op)
-                self.extend(chain, current)
-                if level <= _AND and type(left[0]) is Str:
-                    self.not_a_condition(left)
-                node, depth = chain.node(), chain.depth + 1
+            else:  # the common two-operand chain, built without a _Chain
+                node, depth = self.pair(level, op, left, current)
         else:
             chain = cast(_Chain, payload)
             self.extend(chain, current)
@@ -253,6 +249,37 @@ class _Parser:
         if depth > self.max_depth:
             self.limits.exceeded("max_depth", "an expression nested too deep", self.source, column)
         return (node, depth, column, None)
+
+    def pair(self, level: int, op: str, left: _Operand, right: _Operand) -> tuple[Node, int]:
+        """``left op right`` as one flat node, and its depth (what a _Chain of
+        two operands would build)."""
+        first, second = left[0], right[0]
+        if level <= _AND:
+            if type(second) is Str:
+                self.not_a_condition(right)
+            if type(first) is Str:
+                self.not_a_condition(left)
+            kind = Or if level == _OR else And
+            flat_first = type(first) is kind  # parenthesised: (a || b) || c
+            flat_second = type(second) is kind
+            items = (first.items if flat_first else (first,)) + (  # type: ignore[union-attr]
+                second.items if flat_second else (second,)  # type: ignore[union-attr]
+            )
+            if len(items) > self.max_terms:
+                self.limits.check_terms(
+                    len(items), "conditions in one chain", self.source, right[2]
+                )
+            depth = max(left[1] - flat_first, right[1] - flat_second)
+            return kind(items), depth + 1
+        if type(first) is Arith and _arith_level(first) == level:
+            # "(a+b)+c" is "a+b+c": one chain, evaluated in the same order.
+            rest = (*first.rest, (op, second))
+            if len(rest) >= self.max_terms:
+                self.limits.check_terms(
+                    len(rest) + 1, "operands in one chain", self.source, right[2]
+                )
+            return Arith(first.first, rest), max(left[1] - 1, right[1]) + 1
+        return Arith(first, ((op, second),)), max(left[1], right[1]) + 1
 
     def extend(self, chain: _Chain, operand: _Operand) -> None:
         if chain.level <= _AND and type(operand[0]) is Str:
@@ -275,7 +302,7 @@ class _Parser:
             token = self.tokens[self.index]
             self.index += 1
             if token.kind == NAME:  # the common case first
-                return (Name(canonical_name(token.text)), 1, token.column, token.text)
+                return (Name(_alias(token.text, token.text)), 1, token.column, token.text)
             if token.kind != OP:
                 return self.atom(token)
             if token.text == "(":
@@ -304,7 +331,7 @@ class _Parser:
         column = token.column
         kind = token.kind
         if kind == NAME:
-            return (Name(canonical_name(token.text)), 1, column, token.text)
+            return (Name(_alias(token.text, token.text)), 1, column, token.text)
         if kind == NUM:
             return (Num(cast(float, token.value)), 1, column, None)
         if kind in (STR, DWORD):

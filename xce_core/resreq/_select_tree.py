@@ -175,28 +175,28 @@ def format_node(node: Node) -> str:
             return " || ".join(_wrap(item, 2) for item in items)
 
 
-def node_names(node: Node) -> set[str]:
-    """The names ``node`` reads (``defined(x)`` reads ``x``); iterative."""
-    out: set[str] = set()
-    stack = [node]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node = pop()
-        kind = type(node)
-        if kind is Name or kind is Word or kind is Defined:
-            out.add(node.name)  # type: ignore[union-attr]
-        elif isinstance(node, Cmp):
-            left, right = node.left, node.right
-            if type(left) is Name and type(right) is Word and is_any(left.name, right.name):
-                out.add(left.name)  # "type==any" reads nothing; "type" is harmless
-            else:
-                push(left)
-                push(right)
-        elif isinstance(node, And | Or):
-            stack += node.items
-        elif isinstance(node, Arith):
-            push(node.first)
-            stack += (item for _, item in node.rest)
-        elif isinstance(node, Neg | Not):
-            push(node.operand)
+def node_names(node: Node, out: set[str]) -> set[str]:
+    """Add the names ``node`` reads to ``out`` (``defined(x)`` reads ``x``).
+    Recursive, but only as deep as the tree, which the parser bounds."""
+    match node:
+        case Name(name=name) | Defined(name=name):
+            out.add(name)
+        case Cmp(left=Name(name=name), right=Word(name=word)) if is_any(name, word):
+            out.add(name)  # "type==any" reads nothing, but listing "type" is harmless
+        case Word(name=name):
+            out.add(name)
+        case Neg(operand=operand) | Not(operand=operand):
+            node_names(operand, out)
+        case Cmp(left=left, right=right):
+            node_names(left, out)
+            node_names(right, out)
+        case Arith(first=first, rest=rest):
+            node_names(first, out)
+            for _, item in rest:
+                node_names(item, out)
+        case And(items=items) | Or(items=items):
+            for item in items:
+                node_names(item, out)
+        case _:
+            pass
     return out

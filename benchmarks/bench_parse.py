@@ -4,7 +4,8 @@
 
 Prints requirement parses per second for distinct texts (every text new, so the
 cache never hits: the real parser cost), for repeated texts (cache hits, which
-is what a scheduler re-reading pending jobs pays), select evaluations per
+is what a scheduler re-reading pending jobs pays), hostile texts rejected per
+second (errors are not cached, so each is parsed again), select evaluations per
 second, and the event-codec rows of ``_events_bench`` when it is importable.
 Each figure is the best of three runs.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for _events_bench
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for xce_core
 
-from xce_core import parse_resreq
+from xce_core import ResReqSyntaxError, parse_resreq
 from xce_core.resreq import compile_select
 
 TEMPLATES = (
@@ -31,6 +32,15 @@ TEMPLATES = (
 N_DISTINCT = 20_000
 N_REPEATED = 500_000
 N_EVALS = 1_000_000
+N_HOSTILE = 2_000
+# What issue #10 found: each is rejected by a limit (ResReqLimits) early on.
+HOSTILE = (
+    "select[" + "(" * 5_000 + "a" + ")" * 5_000 + "]",  # nesting
+    "select[" + "+".join(["a"] * 2_000) + ">0]",  # a long chain
+    "9" * 5_000 + "*{select[a]}",  # digits
+    "rusage[" + ":".join(f"r{i}=1" for i in range(20_000)) + "]",  # 169 KB
+    "select[" + "a" * (1 << 20) + "]",  # 1 MB
+)
 
 
 def best_of_three(run: Callable[[], int]) -> float:
@@ -71,6 +81,20 @@ def bench_repeated() -> float:
     return best_of_three(run)
 
 
+def bench_hostile() -> float:
+    def run() -> int:
+        for i in range(N_HOSTILE):
+            try:
+                parse_resreq(HOSTILE[i % len(HOSTILE)])
+            except ResReqSyntaxError:
+                pass
+            else:
+                raise AssertionError("a hostile text was accepted")
+        return N_HOSTILE
+
+    return best_of_three(run)
+
+
 def bench_select(text: str, host: dict[str, str | float | int | bool]) -> float:
     evaluate = compile_select(text).evaluate  # what a host filter loop holds on to
 
@@ -87,6 +111,7 @@ def main() -> None:
     rows: list[tuple[str, float]] = [
         ("resreq parses/s, distinct texts (no cache hits)", bench_distinct()),
         ("resreq parses/s, repeated texts (cache hits)", bench_repeated()),
+        ("hostile resreqs rejected/s (deep, long, 5,000 digits, 1 MB)", bench_hostile()),
         (
             "select evals/s, type==X86_64 && mem>4000",
             bench_select("type==X86_64 && mem>4000", host),

@@ -53,6 +53,7 @@ def test_any_text_parses_or_is_a_syntax_error_under_tight_limits(text: str) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1_800)  # 20,000 examples take a few minutes
 @settings(max_examples=20_000, **_SETTINGS)  # type: ignore[arg-type]
 @given(fuzz_texts)
 def test_fuzz_long_run(text: str) -> None:

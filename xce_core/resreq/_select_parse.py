@@ -73,7 +73,7 @@ class _Chain:
     def __init__(self, level: int, first: _Operand) -> None:
         self.level = level
         self.first = first  # kept for the string-constant check at the end
-        self.depth = first[1]
+        self.depth = 0  # the deepest operand so far
         self.items: list[Node] = []
         self.ops: list[str] = []
         node = first[0]
@@ -84,9 +84,10 @@ class _Chain:
             self.items.append(node.first)
             self.items += (item for _, item in node.rest)
             self.ops += (op for op, _ in node.rest)
-            self.depth -= 1
+            self.depth = first[1] - 1
         else:
             self.items.append(node)
+            self.depth = first[1]
 
     def add(self, operand: _Operand) -> None:
         node, depth = operand[0], operand[1]

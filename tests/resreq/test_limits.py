@@ -168,6 +168,13 @@ def test_the_deepest_accepted_expression_runs_on_a_bounded_stack() -> None:
         assert expr.names == frozenset({"a"})
 
 
+def test_compile_select_has_the_length_limit_too() -> None:
+    with pytest.raises(ResReqSyntaxError, match=r"limit max_length=65536") as caught:
+        compile_select("a" * (1 << 20))
+    assert caught.value.column == 65_536
+    assert compile_select("a" * 100, limits=ResReqLimits(max_length=100)).text == "a" * 100
+
+
 def test_limits_are_checked_per_limits_not_let_through_by_the_cache() -> None:
     text = "select[" + " && ".join(f"x{i}>1" for i in range(1_500)) + "]"
     loose = ResReqLimits(max_terms=2_000)

@@ -153,8 +153,13 @@ def compile_select(
     :func:`compile_select_span`). See the module docstring for the grammar and
     the meaning of missing names and bare words.
     """
+    limits = limits or DEFAULT_LIMITS
     try:
-        return compile_select_span(text, 0, len(text), limits or DEFAULT_LIMITS)
+        if len(text) > limits.max_length:  # parse_resreq checks whole requirements
+            limits.exceeded(
+                "max_length", f"a select of {len(text)} characters", text, limits.max_length
+            )
+        return compile_select_span(text, 0, len(text), limits)
     except ResReqSyntaxError as error:
         if not offset:
             raise

@@ -17,7 +17,7 @@ from typing import Any
 from xce_core._api import Scheduler, open_scheduler, process_events, run_events
 from xce_core._clock import Clock, MonotonicClock, VirtualClock
 from xce_core._config import SchedulerConfig
-from xce_core._core import SchedulerCore, SessionStats
+from xce_core._core import InternalErrorHook, SchedulerCore, SessionStats, internal_error_text
 from xce_core._errors import PluginError, ResReqSyntaxError, XceError
 from xce_core._model import JobState
 from xce_core._registry import Registry, default_registry
@@ -25,6 +25,7 @@ from xce_core.resreq import format_resreq, parse_resreq
 
 __all__ = [
     "Clock",
+    "InternalErrorHook",
     "JobState",
     "MonotonicClock",
     "PluginError",
@@ -38,6 +39,7 @@ __all__ = [
     "XceError",
     "default_registry",
     "format_resreq",
+    "internal_error_text",
     "open_scheduler",
     "parse_resreq",
     "process_events",

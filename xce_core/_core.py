@@ -6,14 +6,24 @@ anyio task group in which a picker task sends pending jobs in policy order, in
 batches, through a bounded memory stream to an allocator task. Events applied
 while a session runs are queued and applied after it ends. Decisions collect in
 an outbox that drivers drain with :meth:`take_decisions`.
+
+Faults (defence in depth): an exception that is not an :class:`XceError` while an
+event is applied, or any exception while a job is allocated or a session runs, is
+a bug or a misbehaving plugin, not bad input. The core turns it into a decision
+whose error text starts with ``"internal error: "`` (for a job being allocated, a
+``job_pended`` with reason ``internal_error``), hands the exception to the
+driver's ``on_internal_error`` hook, and keeps running. Cancellation is never
+caught.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import anyio
 import anyio.lowlevel
@@ -51,10 +61,25 @@ from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
 from xce_core._state import ClusterState, EventInconsistent, part_counts
 from xce_core.resreq import Alternative, Compound, ResReq, parse_resreq
 
-__all__ = ["SchedulerCore", "SessionStats"]
+__all__ = ["InternalErrorHook", "SchedulerCore", "SessionStats", "internal_error_text"]
 
 _Item = Job | JobGroup
 _PENDING = JobState.PENDING
+# The pend category of a job whose attempt raised (or whose commit failed).
+_INTERNAL_ERROR = "internal_error"
+
+InternalErrorHook: TypeAlias = Callable[[Exception, Decision], None]
+"""Called with a fault and the decision that reports it (see :class:`SchedulerCore`)."""
+
+
+def internal_error_text(exc: BaseException, where: str = "") -> str:
+    """How a fault reads in a decision: ``"internal error: " + where +
+    "ValueError: bad"``. An exception group of one (a task group's) reads as its
+    only member."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    text = str(exc)
+    return f"internal error: {where}{type(exc).__name__}{': ' + text if text else ''}"
 
 
 class _DirectSink:
@@ -91,6 +116,11 @@ class SchedulerCore:
     from one event loop. Does no I/O.
 
     Raises :class:`PluginError` at construction if a configured plugin is unknown.
+
+    ``on_internal_error(exc, decision)`` is called, synchronously, for every fault
+    the core survives (see the module docstring), with the decision that reports
+    it; the core does no I/O, so this is where a driver logs the traceback. It
+    must not raise.
     """
 
     def __init__(
@@ -99,6 +129,7 @@ class SchedulerCore:
         *,
         registry: Registry | None = None,
         clock: Clock | None = None,
+        on_internal_error: InternalErrorHook | None = None,
     ) -> None:
         self.config = config or SchedulerConfig()
         self.registry = registry or default_registry()
@@ -117,6 +148,9 @@ class SchedulerCore:
         self._outbox: list[Decision] = []
         self._deferred: list[tuple[int, InputEvent]] = []
         self._index = 0
+        self._on_internal_error = on_internal_error
+        # Index of the session_begin that asked for the next session (-1: none).
+        self._session_event = -1
         self._sessions = 0
         self._in_session = False
         self._scope: anyio.CancelScope | None = None
@@ -137,12 +171,15 @@ class SchedulerCore:
     def apply(self, event: InputEvent, index: int | None = None) -> bool:
         """Apply one input event (queued if a session runs). Synchronous, never raises
         for bad input: an inconsistent event becomes an ``event_rejected`` decision,
-        an invalid job a ``job_rejected`` one. ``index`` defaults to the count of
+        an invalid job a ``job_rejected`` one. An event that raises anything else
+        (a fault) is reported the same way, with an ``"internal error: "`` text; a
+        job it was adding is left rejected. ``index`` defaults to the count of
         events received so far. Returns ``True`` when the event is a
         ``session_begin`` (the caller should then run a session)."""
         idx = self._index if index is None else index
         self._index += 1
         if isinstance(event, SessionBegin):
+            self._session_event = idx
             return True
         if self._in_session:
             self._deferred.append((idx, event))
@@ -183,7 +220,19 @@ class SchedulerCore:
         except XceError as exc:
             self._outbox.append(EventRejected(index=idx, error=str(exc)))
             return
+        except Exception as exc:
+            text = internal_error_text(exc)
+            if isinstance(event, JobSubmitted):
+                self._fault(exc, JobRejected(job_id=event.job_id, error=text))
+            else:
+                self._fault(exc, EventRejected(index=idx, error=text))
+            return
         self.changed = True
+
+    def _fault(self, exc: Exception, decision: Decision) -> None:
+        self._outbox.append(decision)
+        if self._on_internal_error is not None:
+            self._on_internal_error(exc, decision)
 
     def _submit(self, ev: JobSubmitted) -> None:
         if ev.job_id in self.state.jobs:
@@ -202,8 +251,31 @@ class SchedulerCore:
             if len(self._canonical) >= 65536:
                 self._canonical.clear()
             canonical = self._canonical[ev.resreq] = str(resreq)
-        job = self.state.job_submitted(ev, resreq, canonical)
-        job.primary_fps = primary_fingerprints(self.state, job)
+        pending = self.state.pending_count
+        try:
+            job = self.state.job_submitted(ev, resreq, canonical)
+            job.primary_fps = primary_fingerprints(self.state, job)
+        except Exception as exc:
+            # A fault part of the way in (a picker's order_key, say).
+            self._forget_partial_job(ev, pending, internal_error_text(exc))
+            raise
+
+    def _forget_partial_job(self, ev: JobSubmitted, pending_before: int, error: str) -> None:
+        """After a fault while ``ev`` was being admitted: leave its job rejected
+        with ``error`` (its id stays taken, as for any rejected job) and out of
+        the pending set, whatever point admission had reached."""
+        state = self.state
+        job = state.jobs.get(ev.job_id)
+        if job is None:
+            # Best effort: the fault itself is what gets reported.
+            with contextlib.suppress(Exception):
+                state.job_rejected(ev, error)
+        elif job.state is _PENDING:
+            job.state = JobState.REJECTED
+            job.last_reason = error
+            state.pending_count = pending_before
+            if job.group is not None:
+                job.group.dirty = True  # the next compaction drops it
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         name = queue.picker or self.config.picker
@@ -241,6 +313,14 @@ class SchedulerCore:
         Per-session state is reset before the picker and allocator tasks start.
         Cancelled from outside, the session stops at its next iterator step, emits
         ``session_end`` and re-raises the cancellation.
+
+        Faults: an allocation attempt that raises pends its job (reason
+        ``internal_error``) and the session goes on with the next job; anything
+        else that raises stops the session, which then ends as usual (allocations
+        committed so far stand, no claim of an unfinished attempt remains) and is
+        reported as an ``event_rejected`` of the ``session_begin`` that asked for
+        it (index -1 for a session nobody asked for by event). Raises
+        :class:`XceError` only if a session is already running.
         """
         if self._in_session:
             raise XceError("a session is already running")
@@ -249,6 +329,7 @@ class SchedulerCore:
         started = time.perf_counter()
         self._in_session = True
         self.changed = False
+        asked_by, self._session_event = self._session_event, -1
         try:
             self._prepare_groups()
             self.scratch.begin(stats.number)  # strictly before any task starts
@@ -269,6 +350,9 @@ class SchedulerCore:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._picker_task, send, stats)
                         tg.start_soon(self._allocator_task, receive, stats, tg.cancel_scope)
+        except Exception as exc:  # never a cancellation: those are BaseExceptions
+            where = f"session {stats.number} stopped: "
+            self._fault(exc, EventRejected(index=asked_by, error=internal_error_text(exc, where)))
         finally:
             if self._in_session:
                 end = self._end_session(stats, started)
@@ -382,24 +466,44 @@ class SchedulerCore:
                 ctx = SchedContext(state, scratch, job)
             else:
                 ctx.reset(job)
-            if await allocate(ctx):
-                if self._start(job, ctx, stats):
-                    continue
+            try:
+                allocated = await allocate(ctx)
+            except Exception as exc:
+                # The attempt's claims live only in ctx, which the next job resets.
+                self._pend_on_fault(job, exc, stats)
             else:
-                reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
-                cache.insert(job.fingerprint, reason)
-                self._pend(job, reason, stats, cached=False)
+                if not allocated:
+                    reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
+                    cache.insert(job.fingerprint, reason)
+                    self._pend(job, reason, stats, cached=False)
+                elif self._start(job, ctx, stats):
+                    continue
             if self.config.strict_fifo:
                 stats.stopped_by_fifo = True
                 return False
         return True
 
+    def _pend_on_fault(self, job: Job, exc: Exception, stats: SessionStats) -> None:
+        """Pend ``job`` after a fault in its attempt (never cached: the fault may be
+        this job's alone), reported to the hook even when the job already pends
+        for that reason."""
+        reason = PendReason(_INTERNAL_ERROR, internal_error_text(exc))
+        self._pend(job, reason, stats, cached=False)
+        if self._on_internal_error is not None:
+            pended = JobPended(
+                session=stats.number,
+                job_id=job.job_id,
+                reason=reason.category,
+                detail=reason.detail,
+            )
+            self._on_internal_error(exc, pended)
+
     def _start(self, job: Job, ctx: SchedContext, stats: SessionStats) -> bool:
         """Commit a successful attempt (one synchronous step) and report it."""
         try:
             self.state.commit(job, ctx.journal, ctx.shared)
-        except XceError as exc:  # a bug, not bad input: keep running, say so
-            self._pend(job, PendReason("internal_error", str(exc)), stats, cached=False)
+        except Exception as exc:  # a bug, not bad input: keep running, say so
+            self._pend_on_fault(job, exc, stats)
             return False
         allocation = job.allocation
         if len(allocation) == 1:

@@ -28,6 +28,7 @@ from events import Decision, InputEvent
 from xce_core._clock import Clock
 from xce_core._config import SchedulerConfig
 from xce_core._core import SchedulerCore
+from xce_core._loop import SchedulerLoop
 from xce_core._registry import Registry
 from xce_core.runtime import run_async
 
@@ -48,7 +49,7 @@ class Scheduler:
 
     Events are applied in the order sent; a ``session_begin`` runs a session
     before later events are applied. Decisions come out of :meth:`decisions` in
-    order, flushed after every batch of events and every session.
+    order, handed over after every session and every batch of events.
     """
 
     def __init__(
@@ -79,7 +80,9 @@ class Scheduler:
                 yield decision
 
     async def decision_batches(self) -> AsyncGenerator[list[Decision], None]:
-        """Decisions in the batches the core flushed them (one per event batch or session)."""
+        """Decisions in the pieces the core handed them over: one per session
+        (its decisions and ``session_end``, whole) and one per batch of events
+        for what applying it decided."""
         stream = self._decisions
         while True:
             try:
@@ -142,20 +145,19 @@ async def _consume(
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     task_status.started()
+
+    async def hand_over(decisions: list[Decision]) -> None:
+        # Nobody may read decisions any more; keep applying events anyway.
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            out.send_nowait(decisions)
+
+    loop = SchedulerLoop(core, hand_over)
     async with events, out:
-        async for batch in events:
-            if isinstance(batch, _Tick):
-                if core.changed:
-                    await core.run_session()
+        async for message in events:
+            if isinstance(message, _Tick):
+                await loop.tick()
             else:
-                for event in batch:
-                    if core.apply(event):
-                        await core.run_session()
-            decisions = core.take_decisions()
-            if decisions:
-                # Nobody may read decisions any more; keep applying events anyway.
-                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    out.send_nowait(decisions)
+                await loop.apply(message)
 
 
 async def _interval_ticks(
@@ -177,11 +179,13 @@ async def process_events(
 ) -> list[Decision]:
     """Apply ``events`` in order (running a session at each ``session_begin``) and
     return every decision. Pass ``core`` to continue with an existing one."""
-    core = core or SchedulerCore(config, registry=registry)
-    for event in events:
-        if core.apply(event):
-            await core.run_session()
-    return core.take_decisions()
+    decisions: list[Decision] = []
+
+    async def collect(batch: list[Decision]) -> None:
+        decisions.extend(batch)
+
+    await SchedulerLoop(core or SchedulerCore(config, registry=registry), collect).apply(events)
+    return decisions
 
 
 def run_events(

@@ -16,7 +16,14 @@ Everything in a module whose name starts with ``_`` is private.
 
 from typing import Any
 
-from xce_core._api import Scheduler, open_scheduler, process_events, run_events
+from xce_core._api import (
+    DECISION_BUFFER,
+    Scheduler,
+    SchedulerStatistics,
+    open_scheduler,
+    process_events,
+    run_events,
+)
 from xce_core._clock import Clock, MonotonicClock, VirtualClock
 from xce_core._config import SchedulerConfig
 from xce_core._core import InternalErrorHook, SchedulerCore, SessionStats, internal_error_text
@@ -27,6 +34,7 @@ from xce_core._registry import Registry, default_registry
 from xce_core.resreq import format_resreq, parse_resreq
 
 __all__ = [
+    "DECISION_BUFFER",
     "Clock",
     "DecisionSink",
     "InternalErrorHook",
@@ -39,6 +47,7 @@ __all__ = [
     "SchedulerConfig",
     "SchedulerCore",
     "SchedulerLoop",
+    "SchedulerStatistics",
     "SessionStats",
     "VirtualClock",
     "XceError",

@@ -28,7 +28,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from events import Decision, InputEvent
 from xce_core._clock import Clock
 from xce_core._config import SchedulerConfig
-from xce_core._core import SchedulerCore
+from xce_core._core import InternalErrorHook, SchedulerCore
 from xce_core._loop import SchedulerLoop
 from xce_core._registry import Registry
 from xce_core.runtime import run_async
@@ -218,6 +218,7 @@ async def open_scheduler(
     clock: Clock | None = None,
     buffer: int = 64,
     decision_buffer: int | None = DECISION_BUFFER,
+    on_internal_error: InternalErrorHook | None = None,
 ) -> AsyncIterator[Scheduler]:
     """Run a scheduler core in the background for the duration of the block.
 
@@ -229,11 +230,14 @@ async def open_scheduler(
     Leaving the block applies every event already sent (running any session they
     ask for), then ends the decision stream. With ``config.session_interval``
     set, a session also runs every that many seconds when something changed.
+    ``on_internal_error`` is handed to :class:`SchedulerCore` (log faults there).
     Raises ``ValueError`` for a ``decision_buffer`` below 1.
     """
     if decision_buffer is not None and decision_buffer < 1:
         raise ValueError(f"decision_buffer must be at least 1, got {decision_buffer}")
-    core = SchedulerCore(config, registry=registry, clock=clock)
+    core = SchedulerCore(
+        config, registry=registry, clock=clock, on_internal_error=on_internal_error
+    )
     in_send, in_receive = anyio.create_memory_object_stream[_Input](buffer)
     decisions = _DecisionBuffer(decision_buffer)
     sched = Scheduler(core, in_send, decisions)

@@ -23,7 +23,7 @@ from events import (
 from tests.core.test_invariants import check_invariants
 from tests.core.test_session import registry_with
 from tests.helpers import GO, allocations, ends, pends, submit, up
-from xce_core import Registry, SchedulerConfig, SchedulerCore, process_events
+from xce_core import Registry, SchedulerConfig, SchedulerCore, open_scheduler, process_events
 from xce_core._state import ClusterState
 from xce_core.plugin import (
     Allocator,
@@ -273,3 +273,33 @@ async def test_cancellation_is_never_taken_for_a_fault() -> None:
     assert scope.cancelled_caught
     assert not internal(core.take_decisions())
     assert core.state.jobs["j"].state.value == "pending"
+
+
+async def test_open_scheduler_decides_every_good_event_around_the_faults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(self: ClusterState, name: str) -> None:
+        raise RuntimeError("worker_down is broken")
+
+    monkeypatch.setattr(ClusterState, "worker_down", broken)
+    faults = Faults()
+    got: list[Decision] = []
+    async with (
+        anyio.create_task_group() as tg,
+        open_scheduler(EXPLODING, registry=exploding_registry(), on_internal_error=faults) as s,
+    ):
+
+        async def read() -> None:
+            async for d in s.decisions():
+                got.append(d)
+
+        tg.start_soon(read)
+        await s.send_batch([up("a", 2), submit("j1"), submit("bad"), WorkerDown(name="a"), GO])
+        await s.send_batch([up("b", 1), submit("j2"), GO])
+    # Leaving the block was normal; every good event was decided.
+    assert allocations(got) == {"j1": [("a", 1)], "j2": [("a", 1)]}
+    assert [type(d) for d in internal(got)] == [EventRejected, JobPended]
+    assert len(ends(got)) == 2
+    # The hook hears of every fault, also the job that raised again in session
+    # 2 (a decision only reports a change of reason).
+    assert [type(e) for e, _ in faults.seen] == [RuntimeError] * 3

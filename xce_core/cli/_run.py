@@ -8,18 +8,22 @@ once. :func:`consume` reads, decodes and writes, and does no I/O of its own
 beyond the given stream(s), connections and ``write``. The click command
 (:mod:`xce_core.cli._run_command`) only opens the endpoints and turns signals
 into cancellation; serving connections (concurrency, idle timeout, limit,
-replies) is :mod:`xce_core.cli._connections`.
+replies) is :mod:`xce_core.cli._connections`. Faults the core survived are
+logged with their tracebacks by :func:`log_internal_error` (``xce run`` sends
+the log to stderr).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final, final
 
 import anyio
 import anyio.abc
+import msgspec
 
 from events import (
     DEFAULT_MAX_FRAME,
@@ -47,6 +51,7 @@ __all__ = [
     "FdReceiveStream",
     "FdWriter",
     "consume",
+    "log_internal_error",
     "parse_listen_address",
     "unknown_plugin",
 ]
@@ -58,6 +63,7 @@ EXIT_BAD_EVENT: Final = 2
 _QUEUE_DEPTH: Final = 4
 # A final flush on cancellation must not hang forever on a reader that stopped.
 _FLUSH_TIMEOUT_S: Final = 5.0
+_log = logging.getLogger("xce.run")
 
 
 # --------------------------------------------------------------------------- loop
@@ -159,7 +165,9 @@ async def consume(
     when its connection ends). Cancelled, it stops the running session
     (decisions already committed stand), writes what was decided (shielded,
     bounded by a timeout) and re-raises. Errors of the streams, the listener
-    or ``write`` propagate.
+    or ``write`` propagate. A fault inside the core (a plugin or a bug raising)
+    is not an error here: the core reports it as a decision and goes on (see
+    :class:`~xce_core.SchedulerCore`).
     """
     consumer = _Consumer(core, write, EventEncoder(output_format or format), strict, report)
     send, receive = anyio.create_memory_object_stream[_Message](_QUEUE_DEPTH)
@@ -235,6 +243,14 @@ async def _tick(interval: float, send: anyio.abc.ObjectSendStream[_Message]) -> 
         while True:
             await anyio.sleep(interval)
             await send.send(_Mark.TICK)
+
+
+def log_internal_error(exc: Exception, decision: Decision) -> None:
+    """Log a fault the core survived, with its traceback, and the decision that
+    reported it, on the ``xce.run`` logger (an ``on_internal_error`` hook)."""
+    _log.error(
+        "internal error, reported as %s", msgspec.json.encode(decision).decode(), exc_info=exc
+    )
 
 
 # --------------------------------------------------------------------------- plugins

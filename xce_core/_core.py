@@ -214,7 +214,7 @@ class SchedulerCore:
                 case QueueConfig():
                     if event.picker is not None:
                         self.registry.picker(event.picker)
-                    state.queue_config(event)
+                    self._queue_config(event)
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
         except XceError as exc:
@@ -276,6 +276,24 @@ class SchedulerCore:
             state.pending_count = pending_before
             if job.group is not None:
                 job.group.dirty = True  # the next compaction drops it
+
+    def _queue_config(self, ev: QueueConfig) -> None:
+        """Apply ``ev`` all or nothing: should a picker raise while the queue's
+        pending jobs are re-keyed, the queue and its jobs are left as they were."""
+        state = self.state
+        queue = state.queue(ev.name)
+        before = (queue.priority, queue.picker)
+        groups = [g for g in state.groups.values() if g.jobs and g.jobs[0].queue == ev.name]
+        saved = [(g, list(g.jobs), [job.key for job in g.jobs]) for g in groups]
+        try:
+            state.queue_config(ev)
+        except Exception:
+            queue.priority, queue.picker = before
+            for group, jobs, keys in saved:
+                for job, key in zip(jobs, keys, strict=True):
+                    job.key = key
+                group.jobs = jobs
+            raise
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         name = queue.picker or self.config.picker

@@ -208,6 +208,35 @@ async def test_a_job_whose_admission_raised_is_rejected_whole(
     ]
 
 
+async def test_a_queue_config_whose_picker_raises_changes_nothing() -> None:
+    class Picky(Picker):
+        """Cannot order mallory's jobs."""
+
+        name = "picky"
+
+        def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
+            if job.user == "mallory":
+                raise ValueError("no order for mallory")
+            return (job.priority, job.seq)  # lowest priority first
+
+    core = SchedulerCore(registry=registry_with(pickers=(Picky(),)))
+    jobs = [submit(f"j{i}", queue="q", priority=i, user=u) for i, u in enumerate("abcm")]
+    jobs[-1] = submit("m", queue="q", priority=3, user="mallory")
+    await process_events([up("a"), *jobs], core=core)
+    keys = {job_id: job.key for job_id, job in core.state.jobs.items()}
+
+    out = await process_events([QueueConfig(name="q", priority=5, picker="picky"), GO], core=core)
+    assert out[0] == EventRejected(
+        index=5, error="internal error: ValueError: no order for mallory"
+    )
+    queue = core.state.queues["q"]
+    assert (queue.priority, queue.picker) == (0, None)
+    assert {job_id: job.key for job_id, job in core.state.jobs.items()} == keys
+    # Still fcfs: the highest priority first.
+    assert allocations(out) == {"m": [("a", 1)]}
+    check_invariants(core)
+
+
 async def test_a_submission_raising_before_the_state_took_it_is_rejected(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

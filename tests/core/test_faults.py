@@ -66,6 +66,17 @@ def exploding_registry() -> Registry:
 EXPLODING = SchedulerConfig(sequential_allocator="boom_seq", parallel_allocator="boom_par")
 
 
+class PickyPicker(Picker):
+    """fcfs's order, but it cannot order mallory's jobs."""
+
+    name = "picky"
+
+    def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
+        if job.user == "mallory":
+            raise ValueError("no order for mallory")
+        return (-job.priority, job.submit_time, job.seq)
+
+
 class Faults:
     """An ``on_internal_error`` hook that keeps what it is given."""
 
@@ -179,16 +190,7 @@ async def test_a_raising_state_method_rejects_only_its_event(
 async def test_a_job_whose_admission_raised_is_rejected_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    class PickyPicker(Picker):
-        """Cannot order mallory's jobs: raises after the state took the job in."""
-
-        name = "picky"
-
-        def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
-            if job.user == "mallory":
-                raise ValueError("no order for mallory")
-            return (-job.priority, job.submit_time, job.seq)
-
+    # The picker raises after the state took the job in.
     registry = registry_with(pickers=(PickyPicker(),))
     core = SchedulerCore(SchedulerConfig(picker="picky"), registry=registry)
     events = [up("a", 2), submit("j1"), submit("m", user="mallory"), submit("j2"), GO]
@@ -209,17 +211,7 @@ async def test_a_job_whose_admission_raised_is_rejected_whole(
 
 
 async def test_a_queue_config_whose_picker_raises_changes_nothing() -> None:
-    class Picky(Picker):
-        """Cannot order mallory's jobs."""
-
-        name = "picky"
-
-        def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
-            if job.user == "mallory":
-                raise ValueError("no order for mallory")
-            return (job.priority, job.seq)  # lowest priority first
-
-    core = SchedulerCore(registry=registry_with(pickers=(Picky(),)))
+    core = SchedulerCore(registry=registry_with(pickers=(PickyPicker(),)))
     jobs = [submit(f"j{i}", queue="q", priority=i, user=u) for i, u in enumerate("abcm")]
     jobs[-1] = submit("m", queue="q", priority=3, user="mallory")
     await process_events([up("a"), *jobs], core=core)
@@ -232,8 +224,7 @@ async def test_a_queue_config_whose_picker_raises_changes_nothing() -> None:
     queue = core.state.queues["q"]
     assert (queue.priority, queue.picker) == (0, None)
     assert {job_id: job.key for job_id, job in core.state.jobs.items()} == keys
-    # Still fcfs: the highest priority first.
-    assert allocations(out) == {"m": [("a", 1)]}
+    assert allocations(out) == {"m": [("a", 1)]}  # fcfs: the highest priority
     check_invariants(core)
 
 

@@ -28,7 +28,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from events import Decision, InputEvent
 from xce_core._clock import Clock
 from xce_core._config import SchedulerConfig
-from xce_core._core import InternalErrorHook, SchedulerCore
+from xce_core._core import SchedulerCore
+from xce_core._faults import InternalErrorHook
 from xce_core._loop import SchedulerLoop
 from xce_core._registry import Registry
 from xce_core.runtime import run_async

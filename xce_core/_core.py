@@ -7,23 +7,17 @@ batches, through a bounded memory stream to an allocator task. Events applied
 while a session runs are queued and applied after it ends. Decisions collect in
 an outbox that drivers drain with :meth:`take_decisions`.
 
-Faults (defence in depth): an exception that is not an :class:`XceError` while an
-event is applied, or any exception while a job is allocated or a session runs, is
-a bug or a misbehaving plugin, not bad input. The core turns it into a decision
-whose error text starts with ``"internal error: "`` (for a job being allocated, a
-``job_pended`` with reason ``internal_error``), hands the exception to the
-driver's ``on_internal_error`` hook, and keeps running. Cancellation is never
-caught.
+Faults (defence in depth, see :mod:`xce_core._faults`): a bug or a plugin that
+raises becomes a decision reporting it, and the core keeps running.
+Cancellation is never caught.
 """
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -54,6 +48,13 @@ from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
 from xce_core._dispatch import Dispatcher, primary_fingerprints
 from xce_core._errors import ResReqSyntaxError, XceError
+from xce_core._faults import (
+    INTERNAL_ERROR,
+    InternalErrorHook,
+    forget_partial_job,
+    internal_error_text,
+    queue_config_or_nothing,
+)
 from xce_core._model import Job, JobGroup, JobState, Queue
 from xce_core._registry import Registry, default_registry
 from xce_core._results import PendReason, Reason
@@ -61,25 +62,10 @@ from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
 from xce_core._state import ClusterState, EventInconsistent, part_counts
 from xce_core.resreq import Alternative, Compound, ResReq, parse_resreq
 
-__all__ = ["InternalErrorHook", "SchedulerCore", "SessionStats", "internal_error_text"]
+__all__ = ["SchedulerCore", "SessionStats"]
 
 _Item = Job | JobGroup
 _PENDING = JobState.PENDING
-# The pend category of a job whose attempt raised (or whose commit failed).
-_INTERNAL_ERROR = "internal_error"
-
-InternalErrorHook: TypeAlias = Callable[[Exception, Decision], None]
-"""Called with a fault and the decision that reports it (see :class:`SchedulerCore`)."""
-
-
-def internal_error_text(exc: BaseException, where: str = "") -> str:
-    """How a fault reads in a decision: ``"internal error: " + where +
-    "ValueError: bad"``. An exception group of one (a task group's) reads as its
-    only member."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    text = str(exc)
-    return f"internal error: {where}{type(exc).__name__}{': ' + text if text else ''}"
 
 
 class _DirectSink:
@@ -116,11 +102,8 @@ class SchedulerCore:
     from one event loop. Does no I/O.
 
     Raises :class:`PluginError` at construction if a configured plugin is unknown.
-
-    ``on_internal_error(exc, decision)`` is called, synchronously, for every fault
-    the core survives (see the module docstring), with the decision that reports
-    it; the core does no I/O, so this is where a driver logs the traceback. It
-    must not raise.
+    ``on_internal_error(exc, decision)`` is called for every fault the core
+    survives (where a driver logs the traceback); it must not raise.
     """
 
     def __init__(
@@ -171,9 +154,8 @@ class SchedulerCore:
     def apply(self, event: InputEvent, index: int | None = None) -> bool:
         """Apply one input event (queued if a session runs). Synchronous, never raises
         for bad input: an inconsistent event becomes an ``event_rejected`` decision,
-        an invalid job a ``job_rejected`` one. An event that raises anything else
-        (a fault) is reported the same way, with an ``"internal error: "`` text; a
-        job it was adding is left rejected. ``index`` defaults to the count of
+        an invalid job a ``job_rejected`` one, and so is a fault (an
+        ``"internal error: "`` text). ``index`` defaults to the count of
         events received so far. Returns ``True`` when the event is a
         ``session_begin`` (the caller should then run a session)."""
         idx = self._index if index is None else index
@@ -214,7 +196,7 @@ class SchedulerCore:
                 case QueueConfig():
                     if event.picker is not None:
                         self.registry.picker(event.picker)
-                    self._queue_config(event)
+                    queue_config_or_nothing(state, event)
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
         except XceError as exc:
@@ -257,42 +239,7 @@ class SchedulerCore:
             job.primary_fps = primary_fingerprints(self.state, job)
         except Exception as exc:
             # A fault part of the way in (a picker's order_key, say).
-            self._forget_partial_job(ev, pending, internal_error_text(exc))
-            raise
-
-    def _forget_partial_job(self, ev: JobSubmitted, pending_before: int, error: str) -> None:
-        """After a fault while ``ev`` was being admitted: leave its job rejected
-        with ``error`` (its id stays taken, as for any rejected job) and out of
-        the pending set, whatever point admission had reached."""
-        state = self.state
-        job = state.jobs.get(ev.job_id)
-        if job is None:
-            # Best effort: the fault itself is what gets reported.
-            with contextlib.suppress(Exception):
-                state.job_rejected(ev, error)
-        elif job.state is _PENDING:
-            job.state = JobState.REJECTED
-            job.last_reason = error
-            state.pending_count = pending_before
-            if job.group is not None:
-                job.group.dirty = True  # the next compaction drops it
-
-    def _queue_config(self, ev: QueueConfig) -> None:
-        """Apply ``ev`` all or nothing: should a picker raise while the queue's
-        pending jobs are re-keyed, the queue and its jobs are left as they were."""
-        state = self.state
-        queue = state.queue(ev.name)
-        before = (queue.priority, queue.picker)
-        groups = [g for g in state.groups.values() if g.jobs and g.jobs[0].queue == ev.name]
-        saved = [(g, list(g.jobs), [job.key for job in g.jobs]) for g in groups]
-        try:
-            state.queue_config(ev)
-        except Exception:
-            queue.priority, queue.picker = before
-            for group, jobs, keys in saved:
-                for job, key in zip(jobs, keys, strict=True):
-                    job.key = key
-                group.jobs = jobs
+            forget_partial_job(self.state, ev, pending, internal_error_text(exc))
             raise
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
@@ -332,12 +279,9 @@ class SchedulerCore:
         Cancelled from outside, the session stops at its next iterator step, emits
         ``session_end`` and re-raises the cancellation.
 
-        Faults: an allocation attempt that raises pends its job (reason
-        ``internal_error``) and the session goes on with the next job; anything
-        else that raises stops the session, which then ends as usual (allocations
-        committed so far stand, no claim of an unfinished attempt remains) and is
-        reported as an ``event_rejected`` of the ``session_begin`` that asked for
-        it (index -1 for a session nobody asked for by event). Raises
+        A job whose attempt raises pends (``internal_error``) and the session
+        goes on; any other fault ends the session as usual and rejects the
+        ``session_begin`` that asked for it (index -1 if none). Raises
         :class:`XceError` only if a session is already running.
         """
         if self._in_session:
@@ -502,10 +446,9 @@ class SchedulerCore:
         return True
 
     def _pend_on_fault(self, job: Job, exc: Exception, stats: SessionStats) -> None:
-        """Pend ``job`` after a fault in its attempt (never cached: the fault may be
-        this job's alone), reported to the hook even when the job already pends
-        for that reason."""
-        reason = PendReason(_INTERNAL_ERROR, internal_error_text(exc))
+        """Pend ``job`` after a fault in its attempt (not cached: it may be this
+        job's alone); the hook hears of it even if no decision is new."""
+        reason = PendReason(INTERNAL_ERROR, internal_error_text(exc))
         self._pend(job, reason, stats, cached=False)
         if self._on_internal_error is not None:
             pended = JobPended(

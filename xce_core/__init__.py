@@ -1,9 +1,11 @@
 """xce's scheduler core: events in, decisions out.
 
 What an embedder needs is here: :func:`open_scheduler` (an async controller),
-:class:`SchedulerCore` (the synchronous core under it), :func:`process_events`
-and :func:`run_events` (tests and scripts), :class:`SchedulerConfig`, the
-clocks, and the errors. Other audiences have their own public modules:
+:class:`SchedulerCore` (the synchronous core under it), :class:`SchedulerLoop`
+(the one loop that drives a core, for drivers of their own),
+:func:`process_events` and :func:`run_events` (tests and scripts),
+:class:`SchedulerConfig`, the clocks, and the errors. Other audiences have
+their own public modules:
 
 - :mod:`xce_core.resreq`: the resource-requirement language;
 - :mod:`xce_core.plugin`: allocator and picker authors;
@@ -14,17 +16,29 @@ Everything in a module whose name starts with ``_`` is private.
 
 from typing import Any
 
-from xce_core._api import Scheduler, open_scheduler, process_events, run_events
+from xce_core._api import (
+    DECISION_BUFFER,
+    Scheduler,
+    SchedulerStatistics,
+    open_scheduler,
+    process_events,
+    run_events,
+)
 from xce_core._clock import Clock, MonotonicClock, VirtualClock
 from xce_core._config import SchedulerConfig
 from xce_core._core import SchedulerCore, SessionStats
 from xce_core._errors import PluginError, ResReqSyntaxError, XceError
+from xce_core._faults import InternalErrorHook, internal_error_text
+from xce_core._loop import DecisionSink, SchedulerLoop
 from xce_core._model import JobState
 from xce_core._registry import Registry, default_registry
 from xce_core.resreq import format_resreq, parse_resreq
 
 __all__ = [
+    "DECISION_BUFFER",
     "Clock",
+    "DecisionSink",
+    "InternalErrorHook",
     "JobState",
     "MonotonicClock",
     "PluginError",
@@ -33,11 +47,14 @@ __all__ = [
     "Scheduler",
     "SchedulerConfig",
     "SchedulerCore",
+    "SchedulerLoop",
+    "SchedulerStatistics",
     "SessionStats",
     "VirtualClock",
     "XceError",
     "default_registry",
     "format_resreq",
+    "internal_error_text",
     "open_scheduler",
     "parse_resreq",
     "process_events",

@@ -6,6 +6,10 @@ anyio task group in which a picker task sends pending jobs in policy order, in
 batches, through a bounded memory stream to an allocator task. Events applied
 while a session runs are queued and applied after it ends. Decisions collect in
 an outbox that drivers drain with :meth:`take_decisions`.
+
+Faults (defence in depth, see :mod:`xce_core._faults`): a bug or a plugin that
+raises becomes a decision reporting it, and the core keeps running.
+Cancellation is never caught.
 """
 
 from __future__ import annotations
@@ -44,6 +48,13 @@ from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
 from xce_core._dispatch import Dispatcher, primary_fingerprints
 from xce_core._errors import ResReqSyntaxError, XceError
+from xce_core._faults import (
+    INTERNAL_ERROR,
+    InternalErrorHook,
+    forget_partial_job,
+    internal_error_text,
+    queue_config_or_nothing,
+)
 from xce_core._model import Job, JobGroup, JobState, Queue
 from xce_core._registry import Registry, default_registry
 from xce_core._results import PendReason, Reason
@@ -91,6 +102,8 @@ class SchedulerCore:
     from one event loop. Does no I/O.
 
     Raises :class:`PluginError` at construction if a configured plugin is unknown.
+    ``on_internal_error(exc, decision)`` is called for every fault the core
+    survives (where a driver logs the traceback); it must not raise.
     """
 
     def __init__(
@@ -99,6 +112,7 @@ class SchedulerCore:
         *,
         registry: Registry | None = None,
         clock: Clock | None = None,
+        on_internal_error: InternalErrorHook | None = None,
     ) -> None:
         self.config = config or SchedulerConfig()
         self.registry = registry or default_registry()
@@ -117,6 +131,9 @@ class SchedulerCore:
         self._outbox: list[Decision] = []
         self._deferred: list[tuple[int, InputEvent]] = []
         self._index = 0
+        self._on_internal_error = on_internal_error
+        # Index of the session_begin that asked for the next session (-1: none).
+        self._session_event = -1
         self._sessions = 0
         self._in_session = False
         self._scope: anyio.CancelScope | None = None
@@ -137,12 +154,14 @@ class SchedulerCore:
     def apply(self, event: InputEvent, index: int | None = None) -> bool:
         """Apply one input event (queued if a session runs). Synchronous, never raises
         for bad input: an inconsistent event becomes an ``event_rejected`` decision,
-        an invalid job a ``job_rejected`` one. ``index`` defaults to the count of
+        an invalid job a ``job_rejected`` one, and so is a fault (an
+        ``"internal error: "`` text). ``index`` defaults to the count of
         events received so far. Returns ``True`` when the event is a
         ``session_begin`` (the caller should then run a session)."""
         idx = self._index if index is None else index
         self._index += 1
         if isinstance(event, SessionBegin):
+            self._session_event = idx
             return True
         if self._in_session:
             self._deferred.append((idx, event))
@@ -177,13 +196,25 @@ class SchedulerCore:
                 case QueueConfig():
                     if event.picker is not None:
                         self.registry.picker(event.picker)
-                    state.queue_config(event)
+                    queue_config_or_nothing(state, event)
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
         except XceError as exc:
             self._outbox.append(EventRejected(index=idx, error=str(exc)))
             return
+        except Exception as exc:
+            text = internal_error_text(exc)
+            if isinstance(event, JobSubmitted):
+                self._fault(exc, JobRejected(job_id=event.job_id, error=text))
+            else:
+                self._fault(exc, EventRejected(index=idx, error=text))
+            return
         self.changed = True
+
+    def _fault(self, exc: Exception, decision: Decision) -> None:
+        self._outbox.append(decision)
+        if self._on_internal_error is not None:
+            self._on_internal_error(exc, decision)
 
     def _submit(self, ev: JobSubmitted) -> None:
         if ev.job_id in self.state.jobs:
@@ -202,8 +233,14 @@ class SchedulerCore:
             if len(self._canonical) >= 65536:
                 self._canonical.clear()
             canonical = self._canonical[ev.resreq] = str(resreq)
-        job = self.state.job_submitted(ev, resreq, canonical)
-        job.primary_fps = primary_fingerprints(self.state, job)
+        pending = self.state.pending_count
+        try:
+            job = self.state.job_submitted(ev, resreq, canonical)
+            job.primary_fps = primary_fingerprints(self.state, job)
+        except Exception as exc:
+            # A fault part of the way in (a picker's order_key, say).
+            forget_partial_job(self.state, ev, pending, internal_error_text(exc))
+            raise
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         name = queue.picker or self.config.picker
@@ -241,6 +278,11 @@ class SchedulerCore:
         Per-session state is reset before the picker and allocator tasks start.
         Cancelled from outside, the session stops at its next iterator step, emits
         ``session_end`` and re-raises the cancellation.
+
+        A job whose attempt raises pends (``internal_error``) and the session
+        goes on; any other fault ends the session as usual and rejects the
+        ``session_begin`` that asked for it (index -1 if none). Raises
+        :class:`XceError` only if a session is already running.
         """
         if self._in_session:
             raise XceError("a session is already running")
@@ -249,6 +291,7 @@ class SchedulerCore:
         started = time.perf_counter()
         self._in_session = True
         self.changed = False
+        asked_by, self._session_event = self._session_event, -1
         try:
             self._prepare_groups()
             self.scratch.begin(stats.number)  # strictly before any task starts
@@ -269,6 +312,9 @@ class SchedulerCore:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._picker_task, send, stats)
                         tg.start_soon(self._allocator_task, receive, stats, tg.cancel_scope)
+        except Exception as exc:  # never a cancellation: those are BaseExceptions
+            where = f"session {stats.number} stopped: "
+            self._fault(exc, EventRejected(index=asked_by, error=internal_error_text(exc, where)))
         finally:
             if self._in_session:
                 end = self._end_session(stats, started)
@@ -382,24 +428,43 @@ class SchedulerCore:
                 ctx = SchedContext(state, scratch, job)
             else:
                 ctx.reset(job)
-            if await allocate(ctx):
-                if self._start(job, ctx, stats):
-                    continue
+            try:
+                allocated = await allocate(ctx)
+            except Exception as exc:
+                # The attempt's claims live only in ctx, which the next job resets.
+                self._pend_on_fault(job, exc, stats)
             else:
-                reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
-                cache.insert(job.fingerprint, reason)
-                self._pend(job, reason, stats, cached=False)
+                if not allocated:
+                    reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
+                    cache.insert(job.fingerprint, reason)
+                    self._pend(job, reason, stats, cached=False)
+                elif self._start(job, ctx, stats):
+                    continue
             if self.config.strict_fifo:
                 stats.stopped_by_fifo = True
                 return False
         return True
 
+    def _pend_on_fault(self, job: Job, exc: Exception, stats: SessionStats) -> None:
+        """Pend ``job`` after a fault in its attempt (not cached: it may be this
+        job's alone); the hook hears of it even if no decision is new."""
+        reason = PendReason(INTERNAL_ERROR, internal_error_text(exc))
+        self._pend(job, reason, stats, cached=False)
+        if self._on_internal_error is not None:
+            pended = JobPended(
+                session=stats.number,
+                job_id=job.job_id,
+                reason=reason.category,
+                detail=reason.detail,
+            )
+            self._on_internal_error(exc, pended)
+
     def _start(self, job: Job, ctx: SchedContext, stats: SessionStats) -> bool:
         """Commit a successful attempt (one synchronous step) and report it."""
         try:
             self.state.commit(job, ctx.journal, ctx.shared)
-        except XceError as exc:  # a bug, not bad input: keep running, say so
-            self._pend(job, PendReason("internal_error", str(exc)), stats, cached=False)
+        except Exception as exc:  # a bug, not bad input: keep running, say so
+            self._pend_on_fault(job, exc, stats)
             return False
         allocation = job.allocation
         if len(allocation) == 1:

@@ -13,11 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import (
+    EventRejected,
     InputEvent,
     JobAllocated,
     JobCancelled,
     JobFinished,
     JobPended,
+    JobRejected,
     SessionBegin,
     SessionEnd,
     SharedResource,
@@ -163,9 +165,13 @@ async def test_random_streams_keep_invariants(ops: list[tuple]) -> None:  # type
                     assert w.used_slots <= max(w.slots, 0) or w.jobs
             sink.extend(core.take_decisions())
     assert summarize(decisions_cached) == summarize(decisions_uncached)
-    # A commit that failed validation would show up as an internal_error pend.
+    # The core survives faults (a commit that failed validation, anything that
+    # raised) by reporting them as decisions: there must be none.
     assert not [
-        d for d in decisions_cached if isinstance(d, JobPended) and d.reason == "internal_error"
+        d
+        for d in decisions_cached + decisions_uncached
+        if (isinstance(d, JobPended) and d.reason == "internal_error")
+        or (isinstance(d, EventRejected | JobRejected) and d.error.startswith("internal error"))
     ]
     # Every allocation decision names a job that was started exactly once.
     allocated = [d.job_id for d in decisions_cached if isinstance(d, JobAllocated)]

@@ -215,3 +215,18 @@ async def test_nasa_trace_replays_completely(request: pytest.FixtureRequest) -> 
     assert s.total_slots == 128
     assert s.jobs == s.started == 18239
     assert 0.3 < s.utilisation < 0.7
+
+
+async def test_a_fault_in_the_core_stops_the_replay_with_its_cause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from xce_core._state import ClusterState
+
+    def broken(self: ClusterState, *args: object) -> None:
+        raise RuntimeError("commit is broken")
+
+    # The core survives the fault (the job pends with internal_error), but a
+    # replay built on it would be wrong: the simulator says so and stops.
+    monkeypatch.setattr(ClusterState, "commit", broken)
+    with pytest.raises(SimulationError, match=r"^the replay stopped at t=0: internal error: Runt"):
+        await simulate(TINY, FOUR_HOSTS)

@@ -1,28 +1,40 @@
 """``xce run``: the standalone event consumer.
 
 Input events arrive as bytes (stdin, a file, or socket connections), are decoded
-in chunks and applied to one :class:`~xce_core.SchedulerCore`; decisions are
+in chunks and fed to the core's :class:`~xce_core.SchedulerLoop`; decisions are
 encoded and written out after every session and every input chunk, so a
 controller talking to ``xce run`` through pipes sees each session's decisions at
-once. :func:`consume` holds the whole loop and does no I/O of its own beyond the
-given stream(s), connections and ``write``. The click command
+once. :func:`consume` reads, decodes and writes, and does no I/O of its own
+beyond the given stream(s), connections and ``write``. The click command
 (:mod:`xce_core.cli._run_command`) only opens the endpoints and turns signals
 into cancellation; serving connections (concurrency, idle timeout, limit,
-replies) is :mod:`xce_core.cli._connections`.
+replies) is :mod:`xce_core.cli._connections`. Faults the core survived are
+logged with their tracebacks by :func:`log_internal_error` (``xce run`` sends
+the log to stderr).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import AsyncIterable, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, final
 
 import anyio
 import anyio.abc
+import msgspec
 
-from events import DEFAULT_MAX_FRAME, BadEvent, EventDecoder, EventEncoder, EventFormat, InputEvent
-from xce_core import Registry, SchedulerConfig, SchedulerCore
+from events import (
+    DEFAULT_MAX_FRAME,
+    BadEvent,
+    Decision,
+    EventDecoder,
+    EventEncoder,
+    EventFormat,
+    InputEvent,
+)
+from xce_core import Registry, SchedulerConfig, SchedulerCore, SchedulerLoop
 from xce_core.cli._connections import Batch, ConnectionServer
 from xce_core.cli._endpoints import (
     CHUNK_SIZE,
@@ -39,6 +51,7 @@ __all__ = [
     "FdReceiveStream",
     "FdWriter",
     "consume",
+    "log_internal_error",
     "parse_listen_address",
     "unknown_plugin",
 ]
@@ -50,6 +63,7 @@ EXIT_BAD_EVENT: Final = 2
 _QUEUE_DEPTH: Final = 4
 # A final flush on cancellation must not hang forever on a reader that stopped.
 _FLUSH_TIMEOUT_S: Final = 5.0
+_log = logging.getLogger("xce.run")
 
 
 # --------------------------------------------------------------------------- loop
@@ -66,7 +80,8 @@ _Message = Batch | _Mark
 @final
 @dataclass(slots=True)
 class _Consumer:
-    """Applies decoded batches to the core in arrival order and writes decisions.
+    """Feeds decoded batches, in arrival order, to the scheduler loop, and writes
+    what it hands over.
 
     Every method runs to completion before the next message is looked at, so the
     core has exactly one owner and never sees two sessions at once.
@@ -77,48 +92,39 @@ class _Consumer:
     encoder: EventEncoder
     strict: bool
     report: Callable[[str], None]
-    batch: Batch | None = None  # the batch being applied: its flushes are replies
+    batch: Batch | None = None  # the batch being applied: its hand-overs are replies
+    loop: SchedulerLoop = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.loop = SchedulerLoop(self.core, self._hand_over)
 
     async def handle(self, message: _Message) -> int | None:
         """Process one message; an exit status means stop (``--strict``)."""
         if isinstance(message, Batch):
             self.batch = message
             try:
-                return await self._process(message.items)
+                return await self._apply(message.items)
             finally:
                 self.batch = None
                 message.done()
-        if message is _Mark.TICK and self.core.changed:
-            await self.core.run_session()
-            await self.flush()
+        if message is _Mark.TICK:
+            await self.loop.tick()
         return None
 
-    async def _process(self, items: list[InputEvent | BadEvent]) -> int | None:
-        core = self.core
-        for item in items:
-            if isinstance(item, BadEvent):
-                rejected = item.to_decision()
-                # The core numbers it, so indexes keep counting across connections.
-                core.reject(rejected.error, line=rejected.line)
-                if self.strict:
-                    await self.flush()
-                    self.report(f"xce run: {' '.join(rejected.error.split())} (--strict)")
-                    return EXIT_BAD_EVENT
-            elif core.apply(item):
-                await core.run_session()
-                await self.flush()
-        await self.flush()
-        return None
+    async def _apply(self, items: list[InputEvent | BadEvent]) -> int | None:
+        # The core numbers events, so indexes keep counting across connections.
+        bad = await self.loop.apply(items, strict=self.strict)
+        if bad is None:
+            return None
+        self.report(f"xce run: {' '.join(bad.to_decision().error.split())} (--strict)")
+        return EXIT_BAD_EVENT
 
-    async def flush(self) -> None:
-        """Write every decision taken so far (nothing if there are none); while a
-        batch is applied, also hand them to it as replies."""
-        decisions = self.core.take_decisions()
-        if decisions:
-            data = self.encoder.encode_many(decisions)
-            if self.batch is not None:
-                self.batch.reply(data)
-            await self.write(data)
+    async def _hand_over(self, decisions: list[Decision]) -> None:
+        """Write decisions; while a batch is applied, also hand them to it as replies."""
+        data = self.encoder.encode_many(decisions)
+        if self.batch is not None:
+            self.batch.reply(data)
+        await self.write(data)
 
 
 async def consume(
@@ -159,7 +165,9 @@ async def consume(
     when its connection ends). Cancelled, it stops the running session
     (decisions already committed stand), writes what was decided (shielded,
     bounded by a timeout) and re-raises. Errors of the streams, the listener
-    or ``write`` propagate.
+    or ``write`` propagate. A fault inside the core (a plugin or a bug raising)
+    is not an error here: the core reports it as a decision and goes on (see
+    :class:`~xce_core.SchedulerCore`).
     """
     consumer = _Consumer(core, write, EventEncoder(output_format or format), strict, report)
     send, receive = anyio.create_memory_object_stream[_Message](_QUEUE_DEPTH)
@@ -182,7 +190,7 @@ async def consume(
             except anyio.get_cancelled_exc_class():
                 core.cancel_session()
                 with anyio.move_on_after(_FLUSH_TIMEOUT_S, shield=True):
-                    await consumer.flush()
+                    await consumer.loop.flush()
                 raise
             tg.cancel_scope.cancel()
     return status
@@ -235,6 +243,14 @@ async def _tick(interval: float, send: anyio.abc.ObjectSendStream[_Message]) -> 
         while True:
             await anyio.sleep(interval)
             await send.send(_Mark.TICK)
+
+
+def log_internal_error(exc: Exception, decision: Decision) -> None:
+    """Log a fault the core survived, with its traceback, and the decision that
+    reported it, on the ``xce.run`` logger (an ``on_internal_error`` hook)."""
+    _log.error(
+        "internal error, reported as %s", msgspec.json.encode(decision).decode(), exc_info=exc
+    )
 
 
 # --------------------------------------------------------------------------- plugins

@@ -13,6 +13,7 @@ under ``--strict``, 130 after SIGINT, 143 after SIGTERM.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import signal
 import sys
@@ -37,7 +38,13 @@ from xce_core.cli._endpoints import (
     parse_listen_address,
     stderr_line,
 )
-from xce_core.cli._run import EXIT_IO_ERROR, EXIT_OK, consume, unknown_plugin
+from xce_core.cli._run import (
+    EXIT_IO_ERROR,
+    EXIT_OK,
+    consume,
+    log_internal_error,
+    unknown_plugin,
+)
 from xce_core.runtime import run_async
 
 __all__ = ["run_command"]
@@ -280,7 +287,9 @@ def run_command(
     if unknown is not None:
         option, message = unknown
         raise click.BadParameter(message, param_hint=option)
-    core = SchedulerCore(config, registry=registry)
+    # Tracebacks of faults the core survived go to stderr; stdout carries decisions.
+    logging.basicConfig(format="%(name)s: %(levelname)s: %(message)s", stream=sys.stderr)
+    core = SchedulerCore(config, registry=registry, on_internal_error=log_internal_error)
     options = dict(
         format=input_format,
         output_format=output_format,

@@ -1,13 +1,15 @@
 """Replay a workload trace through the scheduler core on virtual time.
 
-:func:`simulate` drives a :class:`SchedulerCore` with a :class:`VirtualClock`. At
-each distinct instant, in time order, it applies the ``job_finished`` events due
-then, then the ``job_submitted`` events of that instant (in trace order), then
-runs ONE scheduling session. Every ``job_allocated`` starts its job at that
-instant and schedules its finish at start + run time. Nothing ever sleeps. A job
-with run time 0 starts and finishes at the same instant: its finish is applied
-in a following step at the same virtual time (followed by another session), and
-so on until no finish is due at that instant.
+:func:`simulate` drives a :class:`SchedulerCore` through the core's
+:class:`SchedulerLoop`, with a :class:`VirtualClock`. At each distinct instant, in
+time order, it applies the ``job_finished`` events due then, then the
+``job_submitted`` events of that instant (in trace order), as one batch, then
+runs ONE scheduling session and books that instant's decisions. Every
+``job_allocated`` starts its job at that instant and schedules its finish at
+start + run time. Nothing ever sleeps. A job with run time 0 starts and finishes
+at the same instant: its finish is applied in a following step at the same
+virtual time (followed by another session), and so on until no finish is due at
+that instant.
 
 A session is skipped when it provably cannot start a job, which never changes
 the schedule (``every_instant=True`` / ``--every-instant`` turns this off): when
@@ -54,13 +56,22 @@ import time
 from collections.abc import Callable, Sequence
 
 from events import (
+    Decision,
     EventRejected,
+    InputEvent,
     JobAllocated,
     JobFinished,
     JobRejected,
     JobSubmitted,
+    SessionBegin,
 )
-from xce_core import SchedulerConfig, SchedulerCore, VirtualClock
+from xce_core import (
+    SchedulerConfig,
+    SchedulerCore,
+    SchedulerLoop,
+    VirtualClock,
+    internal_error_text,
+)
 from xce_core.sim._cluster import ClusterSpec, SimulationError
 from xce_core.sim._report import JobOutcome, SimResult, summarize
 from xce_core.sim._swf import SwfJob
@@ -69,6 +80,7 @@ __all__ = ["Progress", "job_request", "simulate"]
 
 Progress = Callable[[int, int], None]
 _PROGRESS_EVERY = 512
+_SESSION = SessionBegin()
 
 
 def job_request(
@@ -114,16 +126,25 @@ async def simulate(
     submitted so far, and once at the end. ``every_instant`` runs a session at
     every instant with pending jobs, even one that cannot start any. Never
     sleeps; each session is a checkpoint. Raises :class:`SimulationError` if the
-    core contradicts the replay's bookkeeping (a bug), :class:`PluginError` for an
-    unknown picker or allocator in ``config``.
+    core contradicts the replay's bookkeeping or reports a fault (a bug, or a
+    plugin that raised), :class:`PluginError` for an unknown picker or allocator
+    in ``config``.
     """
     config = config or SchedulerConfig()
     clock = VirtualClock()
-    core = SchedulerCore(config, clock=clock)
+    faults: list[Exception] = []
+    core = SchedulerCore(config, clock=clock, on_internal_error=lambda exc, _: faults.append(exc))
+    # What the loop hands over (after the instant's session, and at the end of
+    # its batch) is booked once per instant, after both.
+    taken: list[Decision] = []
+
+    async def take(decisions: list[Decision]) -> None:
+        taken.extend(decisions)
+
+    loop = SchedulerLoop(core, take)
     workers = cluster.workers()
-    for worker in workers:
-        core.apply(worker)
-    for decision in core.take_decisions():
+    await loop.apply(workers)
+    for decision in taken:
         raise SimulationError(f"the core refused a host: {decision}")
 
     outcomes: list[JobOutcome] = []
@@ -168,16 +189,16 @@ async def simulate(
         if finishes and finishes[0][0] < t:
             t = finishes[0][0]
         clock.advance_to(t)
+        batch: list[InputEvent] = []
         while finishes and finishes[0][0] <= t:
             _, _, done_id, done_slots = heapq.heappop(finishes)
-            core.apply(JobFinished(job_id=done_id), index)
-            index += 1
+            batch.append(JobFinished(job_id=done_id))
             free += done_slots
             freed = True
         while next_job < total and queue[next_job][0] <= t:
             submit, order, job, tasks, job_resreq = queue[next_job]
-            by_index[index] = outcomes[order]
-            core.apply(
+            by_index[index + len(batch)] = outcomes[order]
+            batch.append(
                 JobSubmitted(
                     job_id=str(job.job_id),
                     user=_ident("u", job.user),
@@ -187,22 +208,27 @@ async def simulate(
                     min_tasks=tasks,
                     max_tasks=tasks,
                     resreq=job_resreq,
-                ),
-                index,
+                )
             )
-            index += 1
             pending += 1
             next_job += 1
             smallest_new = min(smallest_new, tasks)
         if pending:
             if every_instant or (free > 0 and (freed or smallest_new <= free)):
-                await core.run_session()
+                batch.append(_SESSION)
                 sessions += 1
                 freed = False
                 smallest_new = math.inf
             else:
                 skipped += 1
-        for decision in core.take_decisions():
+        await loop.apply(batch, start=index)
+        index += len(batch)
+        if faults:
+            fault = faults[0]
+            raise SimulationError(
+                f"the replay stopped at t={t:g}: {internal_error_text(fault)}"
+            ) from fault
+        for decision in taken:
             match decision:
                 case JobAllocated(job_id=job_id, hosts=hosts):
                     outcome = by_id[job_id]
@@ -211,8 +237,9 @@ async def simulate(
                     outcome.end = t + outcome.run_time
                     outcome.wait = t - outcome.submit
                     outcome.hosts = [(h.host, h.slots) for h in hosts]
-                    heapq.heappush(finishes, (outcome.end, started_n, job_id, outcome.slots))
-                    free -= outcome.slots
+                    slots = outcome.slots  # a sum over the hosts: once
+                    heapq.heappush(finishes, (outcome.end, started_n, job_id, slots))
+                    free -= slots
                     started_n += 1
                     pending -= 1
                 case JobRejected(job_id=job_id, error=error):
@@ -226,6 +253,7 @@ async def simulate(
                     pending -= 1
                 case _:
                     pass
+        taken.clear()
         instants += 1
         if progress is not None and instants % _PROGRESS_EVERY == 0:
             progress(next_job, total)

@@ -91,24 +91,10 @@ def balanced_plans(
 
 def host_capacities(ctx: SchedContext, request: PrimaryRequest) -> list[int]:
     """How many of the request's tasks each candidate host could take now, in
-    candidate order (free slots, and each consumable's free amount over its
-    per-task need, after this attempt's tentative claims)."""
-    caps = []
-    amounts = ctx.amounts
-    for w in request.candidates.workers:
-        cap = ctx.free_slots(w)
-        for name, per_task, per_host in request.want:
-            free = w.available(name)
-            if free is None:
-                cap = 0
-                break
-            free -= amounts.get((w.index, name), 0.0) + per_host
-            if free < -1e-9:
-                cap = 0
-            elif per_task > 0:
-                cap = min(cap, int((free + 1e-9) // per_task))
-        caps.append(max(cap, 0))
-    return caps
+    candidate order, after this attempt's tentative claims (the core's fit rule,
+    :meth:`SchedContext.tasks_that_fit`)."""
+    want = request.want
+    return [ctx.tasks_that_fit(w, want) for w in request.candidates.workers]
 
 
 def block_plan(tasks: int, block: int, caps: list[int]) -> Plan | None:

@@ -7,9 +7,10 @@ so nothing it tried can leak into the state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from xce_core._model import Job, Worker
+from xce_core._model import Job, Worker, shortfall, tasks_that_fit
 from xce_core._results import AllocMode, Need, PendReason, Want, need
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["SchedContext"]
 
 _NO_SHARED: dict[str, float] = {}
+_NOTHING_TAKEN: Mapping[str, float] = {}
 _NORMAL = AllocMode.NORMAL  # an Enum class attribute lookup is slow on 3.11
 
 
@@ -75,17 +77,20 @@ class SchedContext:
                 out[key] = out.get(key, 0.0) + amount
         return out
 
-    def tentative(self, worker: Worker, name: str) -> float:
-        """How much of ``name`` this attempt has tentatively claimed on ``worker``."""
+    def taken(self, worker: Worker) -> Mapping[str, float]:
+        """Consumables this attempt has tentatively claimed on ``worker``, by name."""
         if worker.index not in self.slots:
-            return 0.0
-        total = 0.0
+            return _NOTHING_TAKEN
+        out: dict[str, float] = {}
         for w, _, scaled in self.journal:
             if w is worker:
-                for n, amount in scaled:
-                    if n == name:
-                        total += amount
-        return total
+                for name, amount in scaled:
+                    out[name] = out.get(name, 0.0) + amount
+        return out
+
+    def tentative(self, worker: Worker, name: str) -> float:
+        """How much of ``name`` this attempt has tentatively claimed on ``worker``."""
+        return self.taken(worker).get(name, 0.0)
 
     def free_slots(self, worker: Worker) -> int:
         """Slots free on ``worker`` after this attempt's tentative claims."""
@@ -94,18 +99,26 @@ class SchedContext:
             free -= self.slots.get(worker.index, 0)
         return free
 
+    def shortfall(self, worker: Worker, slots: int, want: Want) -> str | None:
+        """:func:`~xce_core.plugin.shortfall` on top of this attempt's tentative
+        claims: what ``worker`` lacks for a bucket of ``slots`` tasks (``None``
+        when it fits)."""
+        taken_slots = self.slots.get(worker.index)
+        if taken_slots is None:
+            return shortfall(worker, slots, want)
+        return shortfall(worker, slots, want, taken_slots, self.taken(worker))
+
+    def tasks_that_fit(self, worker: Worker, want: Want) -> int:
+        """:func:`~xce_core.plugin.tasks_that_fit` on top of this attempt's
+        tentative claims: the most tasks one bucket can have on ``worker``."""
+        taken_slots = self.slots.get(worker.index)
+        if taken_slots is None:
+            return tasks_that_fit(worker, want)
+        return tasks_that_fit(worker, want, taken_slots, self.taken(worker))
+
     def fits(self, worker: Worker, slots: int, want: Want) -> bool:
         """Whether a bucket of ``slots`` tasks with ``want`` fits on ``worker`` now."""
-        if self.free_slots(worker) < slots:
-            return False
-        for name, per_task, per_host in want:
-            free = worker.available(name)
-            if free is None:
-                return False
-            free -= self.tentative(worker, name)
-            if per_task * slots + per_host > free + 1e-9:
-                return False
-        return True
+        return self.shortfall(worker, slots, want) is None
 
     def claim(self, worker: Worker, slots: int, want: Want) -> None:
         """Tentatively take a bucket of ``slots`` tasks (and what ``want`` says it

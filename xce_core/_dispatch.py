@@ -14,7 +14,7 @@ from collections.abc import Awaitable
 from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
 from xce_core._iterators import PrimaryRequest
-from xce_core._model import Job
+from xce_core._model import AMOUNT_TOLERANCE, Job
 from xce_core._registry import Registry
 from xce_core._results import PendReason, Reason, Want
 from xce_core._session import CandidateSet
@@ -275,7 +275,7 @@ def _shared_shortfall(shared: dict[str, float], ctx: SchedContext) -> str:
     parts = []
     for name, amount in sorted(shared.items()):
         free = ctx.shared_free(name)
-        if free is None or amount > free + 1e-9:
+        if free is None or amount > free + AMOUNT_TOLERANCE:
             total = ctx.state.shared_total.get(name, 0.0)
             parts.append(f"{name}: {amount:g} wanted, {max(free or 0.0, 0.0):g} of {total:g} free")
     return "; ".join(parts)

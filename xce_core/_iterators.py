@@ -15,7 +15,7 @@ from typing import ClassVar, Protocol, final
 import anyio.lowlevel
 
 from xce_core._context import SchedContext
-from xce_core._model import Worker
+from xce_core._model import Worker, shortfall
 from xce_core._results import Want
 from xce_core._session import CandidateSet
 from xce_core.resreq import Primary
@@ -241,7 +241,7 @@ def _scan(
     while pos < end:
         w = workers[pos]
         pos += 1
-        if w.slots - w.used_slots < bucket or (want and not _committed_fits(w, bucket, want)):
+        if shortfall(w, bucket, want) is not None:
             if frontier:
                 ctx.session.cursors[cursor_key] = pos
             continue
@@ -252,20 +252,6 @@ def _scan(
         if index not in tentative or ctx.fits(w, bucket, want):
             return w, pos, frontier
     return None, pos, frontier
-
-
-def _committed_fits(w: Worker, bucket: int, want: Want) -> bool:
-    # Worker.available() inlined: this runs once per host a scan visits.
-    resources = w.resources
-    used = w.used
-    for name, per_task, per_host in want:
-        total = resources.get(name)
-        if total is None:
-            return False
-        free = total - used.get(name, 0.0)
-        if per_task * bucket + per_host > (free if free > 0.0 else 0.0) + 1e-9:
-            return False
-    return True
 
 
 async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: PlanIterator) -> bool:

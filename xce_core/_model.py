@@ -11,15 +11,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from xce_core._results import Want
 from xce_core.resreq import ResReq, Value
 
 __all__ = [
+    "AMOUNT_TOLERANCE",
+    "SLOTS",
     "Job",
     "JobGroup",
     "JobState",
     "Queue",
     "Worker",
     "WorkerValues",
+    "shortfall",
+    "tasks_that_fit",
 ]
 
 
@@ -78,6 +83,91 @@ class Worker:
 
     def __repr__(self) -> str:
         return f"Worker({self.name!r}, slots={self.used_slots}/{self.slots})"
+
+
+# Consumable amounts are floats, added and subtracted claim by claim, so a host
+# whose free amount is exactly what a bucket needs can come out a few ulps short
+# (0.1 * 3 > 0.3). Every comparison of an amount with a free amount allows this
+# much slack, and an amount released down to within it counts as zero. It is
+# absolute: far below anything a requirement asks for, and above the rounding
+# of amounts up to about 10**6 (one ulp of 10**7 is already 2e-9).
+AMOUNT_TOLERANCE = 1e-9
+
+# What shortfall() returns when free slots are too few (consumables are named).
+SLOTS = "slots"
+
+_NOTHING: Mapping[str, float] = {}
+
+
+def shortfall(
+    worker: Worker,
+    tasks: int,
+    want: Want,
+    taken_slots: int = 0,
+    taken: Mapping[str, float] = _NOTHING,
+) -> str | None:
+    """What ``worker`` lacks for one bucket of ``tasks`` tasks wanting ``want``:
+    ``None`` when it fits; :data:`SLOTS` when its free slots are too few; else
+    the name of the first consumable of ``want`` it lacks or does not have.
+
+    ``taken_slots`` and ``taken`` (consumable name → amount) are what the caller
+    has already claimed on ``worker`` and not yet committed. The one fit rule:
+    host iterators, tentative claims, commits, pend reasons and
+    :func:`tasks_that_fit` all decide through it (with :data:`AMOUNT_TOLERANCE`).
+    Amounts in ``want`` are non-negative. Pure; never raises.
+    """
+    if worker.slots - worker.used_slots - taken_slots < tasks:
+        return SLOTS
+    if want:
+        resources = worker.resources
+        used = worker.used
+        for name, per_task, per_host in want:
+            total = resources.get(name)
+            if total is None:
+                return name
+            free = total - used.get(name, 0.0)
+            if free < 0.0:
+                free = 0.0
+            if per_task * tasks + per_host > free - taken.get(name, 0.0) + AMOUNT_TOLERANCE:
+                return name
+    return None
+
+
+def tasks_that_fit(
+    worker: Worker,
+    want: Want,
+    taken_slots: int = 0,
+    taken: Mapping[str, float] = _NOTHING,
+) -> int:
+    """The most tasks one bucket wanting ``want`` can have on ``worker`` (0 when
+    not even one fits): :func:`shortfall` with the same arguments is ``None``
+    exactly for ``1 <= tasks <= tasks_that_fit(...)``. Pure; never raises."""
+    most = worker.slots - worker.used_slots - taken_slots
+    resources = worker.resources
+    used = worker.used
+    for name, per_task, per_host in want:
+        if most <= 0:
+            break
+        total = resources.get(name)
+        if total is None:
+            return 0
+        free = total - used.get(name, 0.0)
+        if free < 0.0:
+            free = 0.0
+        limit = free - taken.get(name, 0.0) + AMOUNT_TOLERANCE
+        if per_task > 0.0:
+            estimate = (limit - per_host) // per_task
+            n = 0 if estimate < 0 else int(estimate) if estimate < most else most
+            # Division rounds differently from shortfall()'s product: settle the
+            # estimate with shortfall()'s own comparison, so the two always agree.
+            while n > 0 and per_task * n + per_host > limit:
+                n -= 1
+            while n < most and not per_task * (n + 1) + per_host > limit:
+                n += 1
+            most = n
+        elif per_host > limit:
+            return 0
+    return most if most > 0 else 0
 
 
 # Names every host answers in select expressions, after its own attributes.

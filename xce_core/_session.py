@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xce_core._cache import UnsatisfiableCache
-from xce_core._model import Worker
+from xce_core._model import SLOTS, Worker, shortfall
 from xce_core._results import PendReason, Reason, Want
 from xce_core.resreq import OrderKey, Primary, SelectExpr, Span
 
@@ -379,18 +379,11 @@ class SessionScratch:
         counts: Counter[str] = Counter()
         fitting = 0
         for w in cset.workers:
-            if w.slots - w.used_slots < 1:
-                counts["not enough slots"] += 1
-                continue
-            short = [
-                name
-                for name, per_task, per_host in want
-                if (free := w.available(name)) is None or free + 1e-9 < per_task + per_host
-            ]
-            if short:
-                counts[short[0]] += 1
-            else:
+            lacks = shortfall(w, 1, want)
+            if lacks is None:
                 fitting += 1
+            else:
+                counts["not enough slots" if lacks == SLOTS else lacks] += 1
         resource_short = sum(n for what, n in counts.items() if what != "not enough slots")
         # Hosts that have room but lack a consumable are what a user can act on
         # (ask for less); otherwise the hosts are simply full or too fragmented.

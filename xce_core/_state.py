@@ -14,7 +14,7 @@ from typing import Any
 
 from events import JobSubmitted, QueueConfig, SharedResource, WorkerUp
 from xce_core._errors import XceError
-from xce_core._model import Job, JobGroup, JobState, Queue, Worker
+from xce_core._model import AMOUNT_TOLERANCE, Job, JobGroup, JobState, Queue, Worker, shortfall
 from xce_core.resreq import Alternative, Compound, Primary, ResReq
 
 __all__ = ["ClusterState", "EventInconsistent", "task_total"]
@@ -269,14 +269,14 @@ class ClusterState:
             worker.used_slots -= slots
             for name, amount in rusage:
                 left = worker.used.get(name, 0.0) - amount
-                if left > 1e-9:
+                if left > AMOUNT_TOLERANCE:
                     worker.used[name] = left
                 else:
                     worker.used.pop(name, None)
             worker.jobs.discard(job.job_id)
         for name, amount in job.shared_claims.items():
             left = self.shared_used.get(name, 0.0) - amount
-            if left > 1e-9:
+            if left > AMOUNT_TOLERANCE:
                 self.shared_used[name] = left
             else:
                 self.shared_used.pop(name, None)
@@ -297,47 +297,33 @@ class ClusterState:
         """
         if job.state is not _PENDING:
             raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
-        allocation: list[tuple[Worker, int]]
-        needs: list[tuple[Worker, str, float]]
-        if len(claims) == 1:  # the common case: one host
-            worker, slots, rusage = claims[0]
-            allocation = [(worker, slots)]
-            if not rusage:
-                needs = []
-            elif len(rusage) == 1:
-                name, amount = rusage[0]
-                needs = [(worker, name, amount)]
-            else:
-                needs = _needs(claims)
-        else:
-            merged: dict[Worker, int] = {}
-            for worker, slots, _ in claims:
-                merged[worker] = merged.get(worker, 0) + slots
-            allocation = list(merged.items())
-            needs = _needs(claims)
+        # One (worker, slots, amounts) per host: a host claimed twice (compound
+        # parts) is checked and charged for the sum.
+        per_host = claims if len(claims) == 1 else _per_host(claims)
         by_name = self.by_name
-        for worker, slots in allocation:
+        for worker, slots, need in per_host:
             if not worker.usable or by_name.get(worker.name) is not worker:
                 raise XceError(f"cannot start {job.job_id!r}: worker {worker.name} is gone")
-            if slots > worker.slots - worker.used_slots:
-                raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks slots")
-        for worker, name, amount in needs:
-            free = worker.available(name)
-            if free is None or amount > free + 1e-9:
-                raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks {name}")
+            want = tuple([(name, 0.0, amount) for name, amount in need]) if need else ()
+            lacks = shortfall(worker, slots, want)
+            if lacks is not None:
+                raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks {lacks}")
         if shared:
             for name, amount in shared.items():
                 free = self.shared_free(name)
-                if free is None or amount > free + 1e-9:
+                if free is None or amount > free + AMOUNT_TOLERANCE:
                     raise XceError(f"cannot start {job.job_id!r}: shared {name} exhausted")
         # Validated: apply.
         job_id = job.job_id
-        for worker, slots in allocation:
+        allocation: list[tuple[Worker, int]] = []
+        for worker, slots, need in per_host:
             worker.used_slots += slots
             worker.jobs.add(job_id)
-        for worker, name, amount in needs:
-            used = worker.used
-            used[name] = used.get(name, 0.0) + amount
+            if need:
+                used = worker.used
+                for name, amount in need:
+                    used[name] = used.get(name, 0.0) + amount
+            allocation.append((worker, slots))
         if shared:
             shared_used = self.shared_used
             for name, amount in shared.items():
@@ -353,15 +339,21 @@ class ClusterState:
             job.group.dirty = True
 
 
-def _needs(
+def _per_host(
     claims: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]],
-) -> list[tuple[Worker, str, float]]:
-    """Consumables the claims take, summed per (worker, name)."""
-    summed: dict[tuple[Worker, str], float] = {}
-    for worker, _, rusage in claims:
-        for name, amount in rusage:
-            summed[worker, name] = summed.get((worker, name), 0.0) + amount
-    return [(worker, name, amount) for (worker, name), amount in summed.items()]
+) -> list[tuple[Worker, int, tuple[tuple[str, float], ...]]]:
+    """The claims merged per worker (first-claim order): slots and each
+    consumable's amount summed."""
+    merged: dict[Worker, tuple[int, dict[str, float]]] = {}
+    for worker, slots, need in claims:
+        entry = merged.get(worker)
+        if entry is None:
+            entry = merged[worker] = (0, {})
+        amounts = entry[1]
+        for name, amount in need:
+            amounts[name] = amounts.get(name, 0.0) + amount
+        merged[worker] = (entry[0] + slots, amounts)
+    return [(w, slots, tuple(amounts.items())) for w, (slots, amounts) in merged.items()]
 
 
 def _job_key(job: Job) -> tuple[Any, ...]:

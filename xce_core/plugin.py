@@ -3,7 +3,10 @@
 An allocator subclasses :class:`Allocator` and yields plans through a
 :class:`PlanIterator` (usually a :class:`PlanStream` over a plain generator);
 the shared bucket loop (:func:`allocate_plans`) and :class:`HostIterator` place
-them, claiming tentatively in the attempt's :class:`SchedContext`. A picker
+them, claiming tentatively in the attempt's :class:`SchedContext`. Whether a
+bucket fits on a host is one rule, :func:`shortfall` (and its companion
+:func:`tasks_that_fit`), also offered on top of an attempt's tentative claims
+as :meth:`SchedContext.shortfall` and :meth:`SchedContext.tasks_that_fit`. A picker
 subclasses :class:`Picker`. Both register by name through the entry-point
 groups ``xce.allocators`` and ``xce.pickers`` (see :class:`Registry`).
 """
@@ -20,13 +23,15 @@ from xce_core._iterators import (
     allocate_single,
     balanced_partition,
 )
-from xce_core._model import Job, Queue, Worker
+from xce_core._model import AMOUNT_TOLERANCE, SLOTS, Job, Queue, Worker, shortfall, tasks_that_fit
 from xce_core._pickers import FcfsPicker, Picker
 from xce_core._registry import Registry
 from xce_core._results import AllocMode, PendReason, Reason, Want
 from xce_core._session import CandidateSet
 
 __all__ = [
+    "AMOUNT_TOLERANCE",
+    "SLOTS",
     "AllocMode",
     "Allocator",
     "CandidateSet",
@@ -48,4 +53,6 @@ __all__ = [
     "allocate_plans",
     "allocate_single",
     "balanced_partition",
+    "shortfall",
+    "tasks_that_fit",
 ]

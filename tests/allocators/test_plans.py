@@ -7,11 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allocators._plans import balanced_plans, block_plan, span_plan, stripe_plan
+from allocators._plans import balanced_plans, block_plan, host_capacities, span_plan, stripe_plan
 from tests.allocators.conftest import build, context_for
 from tests.helpers import up
-from xce_core.plugin import PlanStream, balanced_partition
-from xce_core.resreq import Span
+from xce_core import parse_resreq
+from xce_core.plugin import PlanStream, PrimaryRequest, Want, balanced_partition
+from xce_core.resreq import Primary, Span
 
 
 def test_balanced_partition_is_largest_first() -> None:
@@ -184,3 +185,26 @@ def test_a_span_plan_too_wide_for_the_candidates_is_never_built() -> None:
     span = Span(ptile=1)
     assert list(balanced_plans(10**12, span, max_hosts=4)) == []
     assert list(balanced_plans(4, span, max_hosts=4)) == [(1, 1, 1, 1)]
+
+
+async def test_host_capacities_count_what_a_bucket_can_take_after_tentative_claims() -> None:
+    core = build(
+        [
+            up("a", 4, {"mem": 100.0}),
+            up("b", 2, {"mem": 1000.0}),
+            up("c", 8),  # no mem at all
+            up("d", 8, {"mem": 1000.0}),
+        ]
+    )
+    ctx = context_for(core)
+    primary = parse_resreq("")
+    assert isinstance(primary, Primary)
+    want: Want = (("mem", 30.0, 5.0),)  # 30 per task, 5 once per host
+    request = PrimaryRequest(primary, 4, want, ctx.session.candidates(primary))
+    assert host_capacities(ctx, request) == [3, 2, 0, 8]  # a: 3 * 30 + 5 <= 100
+    ctx.claim(core.state.by_name["d"], 5, want)  # 155 of d's mem, 5 of its slots
+    assert host_capacities(ctx, request) == [3, 2, 0, 3]
+    # Each count is the largest bucket the bucket loop would place there.
+    for w, most in zip(request.candidates.workers, host_capacities(ctx, request), strict=True):
+        assert ctx.fits(w, most, want) or most == 0
+        assert not ctx.fits(w, most + 1, want)

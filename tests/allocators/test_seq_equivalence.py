@@ -12,7 +12,7 @@ from events import WorkerDown
 from tests.allocators.conftest import context_for
 from tests.helpers import GO, allocations, submit, up
 from xce_core import SchedulerCore, parse_resreq, process_events
-from xce_core.plugin import PrimaryRequest, Want, allocate_plans
+from xce_core.plugin import AMOUNT_TOLERANCE, PrimaryRequest, Want, allocate_plans
 from xce_core.resreq import Primary, compile_select
 
 
@@ -60,7 +60,7 @@ def reference(hosts: list[HostSpec], select: str, need_mem: float) -> str | None
             continue
         if expr is not None and not expr(values):
             continue
-        if need_mem and free_mem + 1e-9 < need_mem:
+        if need_mem and free_mem + AMOUNT_TOLERANCE < need_mem:
             continue
         return f"h{i}"
     return None

@@ -28,6 +28,7 @@ from events import (
 )
 from tests.helpers import submit, up
 from xce_core import JobState, SchedulerConfig, SchedulerCore, process_events
+from xce_core.plugin import AMOUNT_TOLERANCE
 
 NAMES = [f"w{i}" for i in range(6)]
 RESREQS = [
@@ -186,5 +187,5 @@ async def test_no_oversubscription_when_capacity_is_never_shrunk() -> None:
     await process_events(events, core=core)
     for w in core.state.live_workers():
         assert w.used_slots <= w.slots
-        assert w.used.get("mem", 0.0) <= 100.0 + 1e-9
+        assert w.used.get("mem", 0.0) <= 100.0 + AMOUNT_TOLERANCE
     check_invariants(core)

@@ -55,7 +55,7 @@ from xce_core._faults import (
     internal_error_text,
     queue_config_or_nothing,
 )
-from xce_core._model import Job, JobGroup, JobState, Queue
+from xce_core._model import PENDING, Job, JobGroup, Queue
 from xce_core._registry import Registry, default_registry
 from xce_core._results import PendReason, Reason
 from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
@@ -65,7 +65,6 @@ from xce_core.resreq import Alternative, Compound, ResReq, parse_resreq
 __all__ = ["SchedulerCore", "SessionStats"]
 
 _Item = Job | JobGroup
-_PENDING = JobState.PENDING
 
 
 class _DirectSink:
@@ -353,7 +352,7 @@ class SchedulerCore:
         limit = self.config.batch_size
         batch_size = min(16, limit)
         failed = self.scratch.cache.entries  # fingerprints proven unsatisfiable
-        pending = _PENDING
+        pending = PENDING
         # Entries are the key's fields followed by (gid, group): one flat tuple
         # compares in about half the time of (key, gid, group).
         heap: list[tuple[Any, ...]] = [
@@ -409,7 +408,7 @@ class SchedulerCore:
         cache = scratch.cache
         failed = cache.entries
         allocate = self._dispatcher.allocate
-        pending = _PENDING
+        pending = PENDING
         ctx: SchedContext | None = None
         for item in batch:
             if isinstance(item, JobGroup):
@@ -505,7 +504,7 @@ class SchedulerCore:
             stats.pended += len(jobs) - start
             stats.cache_hits += len(jobs) - start
             for job in group.unsettled:
-                if job.state is _PENDING and job.last_reason != category:
+                if job.state is PENDING and job.last_reason != category:
                     self._pend(job, reason, stats, cached=True)
                     stats.pended -= 1  # already counted above
         else:
@@ -513,7 +512,7 @@ class SchedulerCore:
             session, detail, outbox = stats.number, reason.detail, self._outbox
             settled = 0
             for job in jobs[start:]:
-                if job.state is _PENDING:
+                if job.state is PENDING:
                     settled += 1
                     if job.last_reason != category:
                         job.last_reason = category

@@ -16,6 +16,10 @@ from xce_core.resreq import ResReq, Value
 
 __all__ = [
     "AMOUNT_TOLERANCE",
+    "DONE",
+    "PENDING",
+    "REJECTED",
+    "RUNNING",
     "SLOTS",
     "Job",
     "JobGroup",
@@ -238,7 +242,13 @@ class JobState(enum.Enum):
     REJECTED = "rejected"
 
 
-_PENDING = JobState.PENDING  # a module constant is ~20x cheaper than the Enum lookup
+# The members as module constants, for the core's hot loops: reading one is
+# about 0.01 µs, ``JobState.PENDING`` about 0.07 µs (Python 3.11), and the picker
+# and the commit test a job's state once per job. Import them from here.
+PENDING = JobState.PENDING
+RUNNING = JobState.RUNNING
+DONE = JobState.DONE
+REJECTED = JobState.REJECTED
 
 
 @dataclass(slots=True)
@@ -272,7 +282,7 @@ class Job:
     seq: int
     fingerprint: int = 0
     key: tuple[Any, ...] = ()
-    state: JobState = JobState.PENDING
+    state: JobState = PENDING
     # Immutable empty defaults: no per-job allocations at ingest (hot path).
     allocation: Sequence[tuple[Worker, int]] = ()
     claims: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]] = ()
@@ -306,7 +316,7 @@ class JobGroup:
     def compact(self) -> None:
         """Drop members that are no longer pending and rewind to the start."""
         if self.dirty:
-            self.jobs = [j for j in self.jobs if j.state is _PENDING]
+            self.jobs = [j for j in self.jobs if j.state is PENDING]
             self.dirty = False
         self.pos = 0
 

@@ -16,7 +16,7 @@ from events import (
     SessionEnd,
     WorkerDown,
 )
-from tests.helpers import GO, allocations, ends, submit, up
+from tests.helpers import GO, allocations, ends, pends, submit, up
 from xce_core import JobState, Registry, SchedulerConfig, SchedulerCore, process_events
 from xce_core._iterators import Allocator
 from xce_core.plugin import (
@@ -337,3 +337,25 @@ async def test_the_static_select_memo_is_bounded() -> None:
     memo = core.scratch.static_memo
     assert memo.refs <= 50
     assert 0 < len(memo) <= 5
+
+
+async def test_group_settlement_counts_every_member_and_reports_only_changes() -> None:
+    core = SchedulerCore()
+    jobs = [submit(f"j{i}") for i in range(40)]
+    out = await process_events([up("a", 1), *jobs, GO], core=core)
+    # The first batch (16 jobs) is decided job by job: j0 starts, j1 fails and
+    # fills the cache, j2-j15 are cache hits. The rest of the group is then
+    # settled whole; j0 having started, members are checked one by one.
+    assert allocations(out) == {"j0": [("a", 1)]}
+    pended = pends(out)
+    assert sorted(pended, key=lambda j: int(j[1:])) == [f"j{i}" for i in range(1, 40)]
+    assert [j for j, p in pended.items() if not p.cached] == ["j1"]
+    assert core.last_session is not None
+    assert (core.last_session.pended, core.last_session.cache_hits) == (39, 38)
+    # Next session the settled group is counted whole; only the new member,
+    # whose category changed (it had none), is reported.
+    out = await process_events([submit("j40"), GO], core=core)
+    assert list(pends(out)) == ["j40"]
+    assert pends(out)["j40"].cached
+    assert (core.last_session.pended, core.last_session.cache_hits) == (40, 39)
+    assert ends(out)[0].pended == 40

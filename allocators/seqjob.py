@@ -14,6 +14,7 @@ from xce_core.plugin import (
     PlanStream,
     PrimaryRequest,
     SchedContext,
+    Status,
     allocate_single,
 )
 
@@ -28,7 +29,7 @@ class SeqJobAllocator(Allocator):
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
         return PlanStream(ctx, iter(((request.tasks,),)))
 
-    def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> Awaitable[bool]:
+    def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> Awaitable[Status]:
         # The bucket loop over that single plan, without walking a plan iterator
         # per job: sequential jobs are most of a session (same result as the
         # default, which tests/allocators check).

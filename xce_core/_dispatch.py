@@ -16,12 +16,14 @@ from xce_core._context import SchedContext
 from xce_core._iterators import PrimaryRequest
 from xce_core._model import AMOUNT_TOLERANCE, Job
 from xce_core._registry import Registry
-from xce_core._results import PendReason, Reason, Want
+from xce_core._results import PendReason, Reason, Status, Want
 from xce_core._session import CandidateSet
 from xce_core._state import ClusterState, part_counts
 from xce_core.resreq import Alternative, Compound, Primary, ResReq, RusageTerm
 
 __all__ = ["Dispatcher", "primary_fingerprints"]
+
+_OK = Status.OK
 
 
 def primary_fingerprints(state: ClusterState, job: Job) -> dict[int, int]:
@@ -142,15 +144,24 @@ class Dispatcher:
                 ctx.reason = session.explain_without_candidates(primary.select, lo)
             return False
         allocator = self._par if hi > 1 else self._seq
+        # The first reason an allocator gives for not placing a request (a
+        # Status carrying one) is the job's; without one, it is explained.
+        reason: PendReason | None = None
         if lo == hi and prepared.plain:
             # The usual job: a fixed task count, one rusage, no shared resource.
             usage = prepared.options[0]
             for request in prepared.requests(usage, lo):
-                if await allocator.allocate(request, ctx):
+                status = await allocator.allocate(request, ctx)
+                if status is _OK:
                     return True
-            ctx.reason = session.explain(prepared.candidates, lo, usage.first_want, primary.select)
+                placed, said = _verdict(status)
+                if placed:
+                    return True
+                reason = reason or said
+            ctx.reason = reason or session.explain(
+                prepared.candidates, lo, usage.first_want, primary.select
+            )
             return False
-        reason: PendReason | None = None
         for usage in prepared.options:
             for n in range(hi if hi < free_total else free_total, lo - 1, -1):
                 shared: dict[str, float] | None = None
@@ -161,10 +172,13 @@ class Dispatcher:
                         reason = reason or PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
                         continue
                 for request in prepared.requests(usage, n):
-                    if await allocator.allocate(request, ctx):
+                    status = await allocator.allocate(request, ctx)
+                    placed, said = (True, None) if status is _OK else _verdict(status)
+                    if placed:
                         if shared:
                             ctx.claim_shared(shared)
                         return True
+                    reason = reason or said
             if reason is None:
                 reason = session.explain(prepared.candidates, lo, usage.first_want, primary.select)
         ctx.reason = reason
@@ -269,6 +283,15 @@ class _Usage:
         for name, amount in self.shared_per_task.items():
             out[name] = out.get(name, 0.0) + amount * tasks
         return out
+
+
+def _verdict(status: Status | bool) -> tuple[bool, PendReason | None]:
+    """An allocator's answer as (placed, the reason it gives). A ``bool`` comes
+    from an allocator written before :class:`Status`: ``True``/``False`` keep
+    their old meaning, with no reason of its own."""
+    if isinstance(status, Status):
+        return status.ok, status.reason
+    return bool(status), None
 
 
 def _shared_shortfall(shared: dict[str, float], ctx: SchedContext) -> str:

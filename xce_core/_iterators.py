@@ -16,7 +16,7 @@ import anyio.lowlevel
 
 from xce_core._context import SchedContext
 from xce_core._model import Worker, shortfall
-from xce_core._results import Want
+from xce_core._results import Status, Want
 from xce_core._session import CandidateSet
 from xce_core.resreq import Primary
 
@@ -91,9 +91,15 @@ class PlanStream:
     """An async plan iterator over a lazy synchronous generator of plans.
 
     Allocators describe their plan order as a plain generator (a pure function of
-    the request, easy to test); this adapter makes each step a cancellation point
-    (:class:`Pacer`), stays exhausted once exhausted, and closes the generator on
-    :meth:`aclose` (also when the consumer stops early or is cancelled).
+    the request, easy to test). This adapter paces the steps: each step ticks the
+    session's :class:`Pacer` (a counter and a flag, no await), every
+    ``yield_every`` steps it awaits a full checkpoint (yielding to the loop and
+    delivering a pending cancellation), and a session stopped by
+    ``cancel_session()`` checkpoints at its very next step. So a step is not
+    always a cancellation point: a cancellation from an enclosing scope is
+    delivered at the next budgeted checkpoint. It stays exhausted once
+    exhausted, and :meth:`aclose` closes the generator (also when the consumer
+    stops early or is cancelled).
     """
 
     __slots__ = ("_gen", "_pacer")
@@ -142,13 +148,16 @@ class PlanStream:
 class HostIterator:
     """Candidate hosts for ONE bucket: usable, matching select, with ``bucket`` free
     slots and ``want`` × ``bucket`` of each consumable (after the attempt's own
-    tentative claims). A fresh instance per bucket (Req 3.3); exclusivity across a
-    plan's buckets is the caller's business (Req 3.4).
+    tentative claims; the fit rule is :func:`~xce_core.plugin.shortfall`). A
+    fresh instance per bucket (Req 3.3); exclusivity across a plan's buckets is
+    the caller's business (Req 3.4).
 
-    Hosts too full on *committed* state are skipped once per session: a cursor per
-    (candidates, bucket, want) remembers how far the leading run of such hosts
-    goes, which is sound because capacity only shrinks within a session.
-    Each step is a cancellation point (:class:`Pacer`).
+    The one host scan of the core is :meth:`next_host`; ``async for`` (each
+    ``__anext__``) is that plus one :class:`Pacer` step, paced as
+    :class:`PlanStream` describes. Hosts too full on *committed* state are
+    skipped once per session: a cursor per (candidates, bucket, want) remembers
+    how far the leading run of such hosts goes, which is sound because capacity
+    only shrinks within a session.
     """
 
     __slots__ = ("_bucket", "_ctx", "_cursor_key", "_frontier", "_pos", "_want", "_workers")
@@ -166,6 +175,7 @@ class HostIterator:
         self._want = want
         self._cursor_key = (candidates.key, bucket, want)
         self._pos = ctx.session.cursors.get(self._cursor_key, 0)
+        # True while every host scanned so far was too full on committed state.
         self._frontier = True
 
     @property
@@ -190,88 +200,56 @@ class HostIterator:
         return host
 
     def next_host(self, claimed: Container[int] = ()) -> Worker | None:
-        """The next candidate, skipping hosts whose index is in ``claimed``;
-        ``None`` when exhausted. Synchronous: the caller owns the cancellation
-        point (``__anext__`` is this plus a :class:`Pacer` step)."""
-        found, self._pos, self._frontier = _scan(
-            self._ctx,
-            self._workers,
-            self._pos,
-            self._bucket,
-            self._want,
-            self._cursor_key,
-            self._frontier,
-            claimed,
-        )
-        return found
+        """The next host the bucket fits on, skipping hosts whose index is in
+        ``claimed``; ``None`` when exhausted. Synchronous and never a
+        cancellation point: the caller owns the pacing (the bucket loop ticks
+        once per bucket)."""
+        ctx = self._ctx
+        workers = self._workers
+        bucket = self._bucket
+        want = self._want
+        pos = self._pos
+        end = len(workers)
+        # A host absent from ctx.slots carries no tentative claim: the committed
+        # check is then the whole check.
+        tentative = ctx.slots
+        while pos < end:
+            w = workers[pos]
+            pos += 1
+            if shortfall(w, bucket, want) is not None:
+                if self._frontier:
+                    ctx.session.cursors[self._cursor_key] = pos
+                continue
+            self._frontier = False
+            index = w.index
+            if index in claimed:
+                continue
+            if index not in tentative or ctx.fits(w, bucket, want):
+                self._pos = pos
+                return w
+        self._pos = pos
+        return None
 
     async def aclose(self) -> None:
         """Nothing to release; present so callers can treat every iterator alike."""
         self._pos = len(self._workers)
 
 
-def first_host(
-    ctx: SchedContext, candidates: CandidateSet, bucket: int, want: Want
-) -> Worker | None:
-    """What a fresh ``HostIterator(ctx, candidates, bucket, want).next_host()``
-    returns, without building the iterator (the one-bucket case, once per job)."""
-    key = (candidates.key, bucket, want)
-    pos = ctx.session.cursors.get(key, 0)
-    return _scan(ctx, candidates.workers, pos, bucket, want, key, True, ())[0]
+_OK = Status.OK
+_UNSCHEDULABLE = Status.UNSCHEDULABLE
 
 
-def _scan(
-    ctx: SchedContext,
-    workers: list[Worker],
-    pos: int,
-    bucket: int,
-    want: Want,
-    cursor_key: tuple[object, ...],
-    frontier: bool,
-    claimed: Container[int],
-) -> tuple[Worker | None, int, bool]:
-    """The host iterator's one scan: from ``pos``, the first host with room for
-    the bucket; returns it (or ``None``), the position after it, and whether
-    every host so far was too full on committed state (``frontier``: the
-    session cursor for ``cursor_key`` then moves past them for good)."""
-    end = len(workers)
-    # Every tentative claim takes at least one slot, so a host absent from
-    # ctx.slots carries none: the committed check is then the whole check.
-    tentative = ctx.slots
-    while pos < end:
-        w = workers[pos]
-        pos += 1
-        if shortfall(w, bucket, want) is not None:
-            if frontier:
-                ctx.session.cursors[cursor_key] = pos
-            continue
-        frontier = False
-        index = w.index
-        if index in claimed:
-            continue
-        if index not in tentative or ctx.fits(w, bucket, want):
-            return w, pos, frontier
-    return None, pos, frontier
+async def allocate_plans(
+    ctx: SchedContext, request: PrimaryRequest, plans: PlanIterator
+) -> Status:
+    """The bucket loop (seeds' corrected three-level pseudocode): each plan in
+    turn goes to :func:`_place_plan` until one is placed.
 
-
-async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: PlanIterator) -> bool:
-    """The bucket loop (seeds' corrected three-level pseudocode).
-
-    For each plan: for each bucket, a fresh host iterator; skip hosts claimed in
-    this plan; tentatively claim the first that fits. A bucket without a host
-    abandons the plan and rolls back its claims exactly. Returns ``True`` with the
-    winning plan's claims left in ``ctx``; ``False`` with ``ctx`` as it was.
-    Plans that cannot fit (a bucket larger than any host's free slots, more
-    buckets than candidates) are skipped without searching: they would fail anyway,
-    so which plan wins does not change. So are plans that are not a partition of
-    ``request.tasks`` into positive buckets. Closes ``plans`` in every case.
+    Resolves to :attr:`Status.OK` with the winning plan's claims left in
+    ``ctx``, or to :attr:`Status.UNSCHEDULABLE` (no reason: the core explains)
+    with ``ctx`` as it was. Closes ``plans`` in every case. Each plan is one
+    :class:`Pacer` step, each bucket another.
     """
-    candidates = request.candidates
-    limit = len(candidates.workers)
-    max_free = candidates.max_free
-    want = request.want
-    tasks = request.tasks
-    first_want = request.first_want
     pacer = ctx.session.pacer
     # The core's own PlanStream is walked synchronously, with the same budgeted
     # checkpoints; any other plan iterator is awaited step by step.
@@ -289,79 +267,88 @@ async def allocate_plans(ctx: SchedContext, request: PrimaryRequest, plans: Plan
                     plan = await plans.__anext__()
                 except StopAsyncIteration:
                     break
-            if len(plan) == 1:
-                # One bucket (every sequential plan): one host, nothing to exclude
-                # and nothing to roll back.
-                if plan[0] != tasks:
-                    continue
-                if pacer.tick():
-                    await anyio.lowlevel.checkpoint()
-                if _place_one(ctx, candidates, tasks, first_want):
-                    return True
-                continue
-            if len(plan) > limit or plan[0] > max_free:
-                continue
-            if sum(plan) != tasks or min(plan) < 1:
-                continue  # not a partition of the task count: a plugin's bug, never a fit
-            mark = ctx.mark()
-            claimed: set[int] = set()
-            hosts: HostIterator | None = None
-            bucket_want = first_want
-            for bucket in plan:
-                if pacer.tick():
-                    await anyio.lowlevel.checkpoint()
-                # Each bucket size gets a fresh iterator (Req 3.3). A bucket as large
-                # as the previous one continues that one's scan, which is the same
-                # as a fresh scan: every host before its position was claimed or too
-                # small for this size too.
-                if hosts is None or hosts.bucket != bucket or hosts.want != bucket_want:
-                    hosts = HostIterator(ctx, candidates, bucket, bucket_want)
-                found = hosts.next_host(claimed)
-                if found is None:
-                    break
-                claimed.add(found.index)
-                ctx.claim(found, bucket, bucket_want)
-                bucket_want = want
-            else:
-                return True
-            ctx.rollback_to(mark)
+            if await _place_plan(ctx, request, plan) is _OK:
+                return _OK
     finally:
         if stream is not None:
             stream.close()
         else:
             await plans.aclose()
-    return False
+    return _UNSCHEDULABLE
 
 
-def _place_one(ctx: SchedContext, candidates: CandidateSet, tasks: int, want: Want) -> bool:
-    """One bucket of ``tasks`` on the first host that fits (a fresh host iterator)."""
-    if tasks > candidates.max_free or tasks < 1:
-        return False
-    found = first_host(ctx, candidates, tasks, want)
-    if found is None:
-        return False
-    ctx.claim(found, tasks, want)
-    return True
-
-
-async def allocate_single(ctx: SchedContext, request: PrimaryRequest) -> bool:
+def allocate_single(ctx: SchedContext, request: PrimaryRequest) -> Awaitable[Status]:
     """The bucket loop for exactly one plan, ``(request.tasks,)``: every task on
     the first candidate host that can take them all.
 
-    Same result as :func:`allocate_plans` over a plan iterator yielding only that
-    plan, without walking one (what :class:`SeqJobAllocator` runs for every
-    sequential job). One step, one cancellation point.
+    The same placement as :func:`allocate_plans` over a plan iterator yielding
+    only that plan, without walking one (what :class:`SeqJobAllocator` runs for
+    every sequential job). One :class:`Pacer` step.
     """
-    if ctx.session.pacer.tick():
-        await anyio.lowlevel.checkpoint()
-    return _place_one(ctx, request.candidates, request.tasks, request.first_want)
+    return _place_plan(ctx, request, (request.tasks,))
+
+
+async def _place_plan(ctx: SchedContext, request: PrimaryRequest, plan: Plan) -> Status:
+    """Place one plan, every bucket or none: buckets in order, each on the first
+    host a fresh :class:`HostIterator` offers that this plan has not claimed,
+    claimed tentatively. A bucket without a host rolls back this plan's claims
+    exactly (Req 4.2).
+
+    Plans that cannot fit (a bucket larger than any host's free slots, more
+    buckets than candidates) are refused without searching: they would fail
+    anyway, so which plan wins does not change. So are plans that are not a
+    partition of ``request.tasks`` into positive buckets (a plugin's bug).
+    """
+    candidates = request.candidates
+    tasks = request.tasks
+    first_want = request.first_want
+    pacer = ctx.session.pacer
+    if len(plan) == 1:
+        # One bucket, as for every sequential job: no host to exclude and nothing
+        # to roll back, so no mark and no claimed set. Kept apart for speed:
+        # it is the whole of benchmark B1 (benchmarks/bench_alloc.py).
+        if plan[0] != tasks or tasks < 1 or tasks > candidates.max_free:
+            return _UNSCHEDULABLE
+        if pacer.tick():
+            await anyio.lowlevel.checkpoint()
+        found = HostIterator(ctx, candidates, tasks, first_want).next_host()
+        if found is None:
+            return _UNSCHEDULABLE
+        ctx.claim(found, tasks, first_want)
+        return _OK
+    if len(plan) > len(candidates.workers) or plan[0] > candidates.max_free:
+        return _UNSCHEDULABLE
+    if sum(plan) != tasks or min(plan) < 1:
+        return _UNSCHEDULABLE
+    mark = ctx.mark()
+    claimed: set[int] = set()
+    hosts: HostIterator | None = None
+    want = first_want
+    for bucket in plan:
+        if pacer.tick():
+            await anyio.lowlevel.checkpoint()
+        # Each bucket size gets a fresh iterator (Req 3.3). A bucket as large as
+        # the previous one continues that one's scan, which is the same as a
+        # fresh scan: every host before its position was claimed or too small
+        # for this size too.
+        if hosts is None or hosts.bucket != bucket or hosts.want != want:
+            hosts = HostIterator(ctx, candidates, bucket, want)
+        found = hosts.next_host(claimed)
+        if found is None:
+            ctx.rollback_to(mark)
+            return _UNSCHEDULABLE
+        claimed.add(found.index)
+        ctx.claim(found, bucket, want)
+        want = request.want
+    return _OK
 
 
 class Allocator(ABC):
     """An allocation strategy plugin: a plan iterator over the shared bucket loop.
 
     Implement :meth:`plans`; override :meth:`allocate` only to change the loop
-    itself. Registered by name through the ``xce.allocators`` entry point group.
+    itself, or to say why a request cannot be placed. Registered by name through
+    the ``xce.allocators`` entry point group.
     """
 
     name: ClassVar[str]
@@ -369,9 +356,23 @@ class Allocator(ABC):
     @abstractmethod
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
         """Plans for ``request.tasks`` tasks, most preferred first. Lazy: one plan
-        per step, each step a cancellation point; stays exhausted; closable."""
+        per step; stays exhausted; closable. Steps should be paced as
+        :class:`PlanStream` paces them (wrap a generator in one)."""
 
-    def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> Awaitable[bool]:
-        """Place ``request`` with tentative claims in ``ctx``; resolves to ``False``
-        if no plan fits. Overrides may simply be ``async def``."""
+    def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> Awaitable[Status]:
+        """Place ``request`` with tentative claims in ``ctx``.
+
+        Resolves to :attr:`Status.OK` with the claims left in ``ctx``, or to an
+        unschedulable :class:`Status` with no claim of this call left in ``ctx``.
+        An unschedulable status may carry the :class:`PendReason` the job should
+        pend with (``Status.unschedulable(PendReason(...))``); the core then
+        reports it (and caches it for the session like any other reason).
+        Without one, the core works the reason out from the hosts, as for the
+        built-in allocators. Overrides may simply be ``async def``.
+
+        Compatibility: an override written before :class:`Status` existed may
+        still resolve to a ``bool``. ``True`` and ``False`` mean what they always
+        meant (placed; not placed, with the reason worked out by the core); type
+        checkers flag the ``bool``, so return a :class:`Status` in new code.
+        """
         return allocate_plans(ctx, request, self.plans(request, ctx))

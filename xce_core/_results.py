@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import ClassVar, final
 
-__all__ = ["AllocMode", "Need", "PendReason", "Reason", "Want", "need"]
+__all__ = ["AllocMode", "Need", "PendReason", "Reason", "Status", "Want", "need"]
 
 # Consumables wanted on each host of an allocation, as sorted
 # (name, per_task, per_host) triples: a bucket of n slots takes
@@ -57,3 +58,39 @@ class PendReason:
 
     category: str
     detail: str = ""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Status:
+    """What an allocator's attempt came to, as the Kubernetes scheduling
+    framework's ``Status``: not fitting is a value, not an exception.
+
+    Either :attr:`OK` (placed: the claims are in the attempt's context) or
+    unschedulable, optionally with the :class:`PendReason` the job should pend
+    with (:meth:`unschedulable`). Without a reason the core works one out from
+    the hosts. Truthy exactly when ok, so code that treated the old ``bool``
+    results as conditions (``if await allocate_plans(...)``) keeps working.
+    """
+
+    ok: bool
+    reason: PendReason | None = None
+
+    OK: ClassVar[Status]
+    UNSCHEDULABLE: ClassVar[Status]
+
+    def __post_init__(self) -> None:
+        if self.ok and self.reason is not None:
+            raise ValueError("a successful Status carries no pend reason")
+
+    @staticmethod
+    def unschedulable(reason: PendReason | None = None) -> Status:
+        """Not placed; ``reason`` (optional) says why, in the job's pend reason."""
+        return Status.UNSCHEDULABLE if reason is None else Status(False, reason)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+Status.OK = Status(True)
+Status.UNSCHEDULABLE = Status(False)

@@ -26,7 +26,7 @@ from xce_core._iterators import (
 from xce_core._model import AMOUNT_TOLERANCE, SLOTS, Job, Queue, Worker, shortfall, tasks_that_fit
 from xce_core._pickers import FcfsPicker, Picker
 from xce_core._registry import Registry
-from xce_core._results import AllocMode, PendReason, Reason, Want
+from xce_core._results import AllocMode, PendReason, Reason, Status, Want
 from xce_core._session import CandidateSet
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "Reason",
     "Registry",
     "SchedContext",
+    "Status",
     "Want",
     "Worker",
     "allocate_plans",

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from tests.allocators.conftest import build, context_for
 from tests.helpers import up
 from xce_core import parse_resreq
-from xce_core._iterators import first_host
 from xce_core.plugin import HostIterator, Plan, PrimaryRequest, SchedContext, allocate_plans
 
 
@@ -138,16 +137,24 @@ async def test_cursor_skips_full_hosts_but_not_tentatively_full_ones() -> None:
     assert ctx.session.cursors[(cset.key, 1, ())] == 1
 
 
-async def test_first_host_is_a_fresh_iterators_first_answer() -> None:
-    """first_host (the one-bucket shortcut) and HostIterator share one scan."""
+async def test_a_fresh_iterator_honours_committed_and_tentative_claims() -> None:
+    """The one scan: the committed check moves the session cursor past hosts
+    that are full for good; a tentative claim only hides a host from this
+    attempt, and only for buckets it leaves no room for."""
     core = build([up(n, s, {"mem": m}) for n, s, m in [("a", 1, 10), ("b", 2, 50), ("c", 4, 90)]])
     core.state.by_name["a"].used_slots = 1  # committed full: the cursor passes it
     ctx = context_for(core)
     cset = ctx.session.candidates(parse_resreq(""))  # type: ignore[arg-type]
     ctx.claim(core.state.by_name["b"], 1, (("mem", 30.0, 0.0),))  # tentatively half used
-    cases = [(1, ()), (2, ()), (1, (("mem", 20.0, 0.0),)), (1, (("mem", 30.0, 0.0),)), (3, ())]
-    for bucket, want in cases:
-        expected = HostIterator(ctx, cset, bucket, want).next_host()
-        assert first_host(ctx, cset, bucket, want) is expected, (bucket, want)
-    assert first_host(ctx, cset, 1, (("mem", 30.0, 0.0),)) is core.state.by_name["c"]
-    assert first_host(ctx, cset, 5, ()) is None
+    cases = [
+        (1, (), "b"),
+        (2, (), "c"),  # b has one slot left in this attempt
+        (1, (("mem", 20.0, 0.0),), "b"),  # b has 20 mem left in this attempt
+        (1, (("mem", 30.0, 0.0),), "c"),
+        (3, (), "c"),
+        (5, (), None),
+    ]
+    for bucket, want, expected in cases:
+        found = HostIterator(ctx, cset, bucket, want).next_host()
+        assert (found.name if found else None) == expected, (bucket, want)
+        assert ctx.session.cursors[(cset.key, bucket, want)] >= 1  # past a

@@ -28,6 +28,7 @@ from xce_core.plugin import (
     PrimaryRequest,
     Queue,
     SchedContext,
+    Status,
 )
 
 
@@ -43,7 +44,7 @@ class SpyAllocator(Allocator):
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
         return PlanStream(ctx, iter([(request.tasks,)]))
 
-    async def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> bool:
+    async def allocate(self, request: PrimaryRequest, ctx: SchedContext) -> Status:
         s = ctx.session
         self.calls.append((s.number, len(s.cache), len(s.cursors)))
         if self.on_call is not None:

@@ -495,16 +495,17 @@ class SchedulerCore:
         stats.pended += count
         if cached:
             stats.cache_hits += count
-        category = reason.category
+        category, detail, session = reason.category, reason.detail, stats.number
+        outbox = self._outbox
         for job in jobs:
             if job.last_reason != category:
                 job.last_reason = category
-                self._outbox.append(
+                outbox.append(
                     JobPended(
-                        session=stats.number,
+                        session=session,
                         job_id=job.job_id,
                         reason=category,
-                        detail=reason.detail,
+                        detail=detail,
                         cached=cached,
                     )
                 )

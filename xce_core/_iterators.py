@@ -15,7 +15,7 @@ from typing import ClassVar, Protocol, final
 import anyio.lowlevel
 
 from xce_core._context import SchedContext
-from xce_core._model import Worker, shortfall
+from xce_core._model import Worker
 from xce_core._results import Status, Want
 from xce_core._session import CandidateSet
 from xce_core.resreq import Primary
@@ -152,15 +152,15 @@ class HostIterator:
     fresh instance per bucket (Req 3.3); exclusivity across a plan's buckets is
     the caller's business (Req 3.4).
 
-    The one host scan of the core is :meth:`next_host`; ``async for`` (each
-    ``__anext__``) is that plus one :class:`Pacer` step, paced as
-    :class:`PlanStream` describes. Hosts too full on *committed* state are
-    skipped once per session: a cursor per (candidates, bucket, want) remembers
-    how far the leading run of such hosts goes, which is sound because capacity
-    only shrinks within a session.
+    :meth:`next_host` steps through the core's one host scan,
+    :meth:`HostCursor.scan`; ``async for`` (each ``__anext__``) is that plus one
+    :class:`Pacer` step, paced as :class:`PlanStream` describes. Hosts too full
+    on *committed* state are skipped once per session: the session's cursor per
+    (candidates, bucket, want) remembers how far the leading run of such hosts
+    goes, which is sound because capacity only shrinks within a session.
     """
 
-    __slots__ = ("_bucket", "_ctx", "_cursor_key", "_frontier", "_pos", "_want", "_workers")
+    __slots__ = ("_ctx", "_cursor", "_pos")
 
     def __init__(
         self,
@@ -170,23 +170,18 @@ class HostIterator:
         want: Want,
     ) -> None:
         self._ctx = ctx
-        self._workers = candidates.workers
-        self._bucket = bucket
-        self._want = want
-        self._cursor_key = (candidates.key, bucket, want)
-        self._pos = ctx.session.cursors.get(self._cursor_key, 0)
-        # True while every host scanned so far was too full on committed state.
-        self._frontier = True
+        self._cursor = ctx.session.host_cursor(candidates, bucket, want)
+        self._pos = self._cursor.start
 
     @property
     def want(self) -> Want:
         """The consumables this iterator's bucket needs."""
-        return self._want
+        return self._cursor.want
 
     @property
     def bucket(self) -> int:
         """The bucket size this iterator serves."""
-        return self._bucket
+        return self._cursor.bucket
 
     def __aiter__(self) -> HostIterator:
         return self
@@ -204,35 +199,12 @@ class HostIterator:
         ``claimed``; ``None`` when exhausted. Synchronous and never a
         cancellation point: the caller owns the pacing (the bucket loop ticks
         once per bucket)."""
-        ctx = self._ctx
-        workers = self._workers
-        bucket = self._bucket
-        want = self._want
-        pos = self._pos
-        end = len(workers)
-        # A host absent from ctx.slots carries no tentative claim: the committed
-        # check is then the whole check.
-        tentative = ctx.slots
-        while pos < end:
-            w = workers[pos]
-            pos += 1
-            if shortfall(w, bucket, want) is not None:
-                if self._frontier:
-                    ctx.session.cursors[self._cursor_key] = pos
-                continue
-            self._frontier = False
-            index = w.index
-            if index in claimed:
-                continue
-            if index not in tentative or ctx.fits(w, bucket, want):
-                self._pos = pos
-                return w
-        self._pos = pos
-        return None
+        found, self._pos = self._cursor.scan(self._ctx, self._pos, claimed)
+        return found
 
     async def aclose(self) -> None:
         """Nothing to release; present so callers can treat every iterator alike."""
-        self._pos = len(self._workers)
+        self._pos = len(self._cursor.workers)
 
 
 _OK = Status.OK
@@ -305,13 +277,15 @@ async def _place_plan(ctx: SchedContext, request: PrimaryRequest, plan: Plan) ->
     pacer = ctx.session.pacer
     if len(plan) == 1:
         # One bucket, as for every sequential job: no host to exclude and nothing
-        # to roll back, so no mark and no claimed set. Kept apart for speed:
-        # it is the whole of benchmark B1 (benchmarks/bench_alloc.py).
+        # to roll back, so no mark, no claimed set and no iterator object, only
+        # the scan. Kept apart for speed: it is the whole of benchmark B1
+        # (benchmarks/bench_alloc.py).
         if plan[0] != tasks or tasks < 1 or tasks > candidates.max_free:
             return _UNSCHEDULABLE
         if pacer.tick():
             await anyio.lowlevel.checkpoint()
-        found = HostIterator(ctx, candidates, tasks, first_want).next_host()
+        cursor = ctx.session.host_cursor(candidates, tasks, first_want)
+        found = cursor.scan(ctx, cursor.start)[0]
         if found is None:
             return _UNSCHEDULABLE
         ctx.claim(found, tasks, first_want)
@@ -323,7 +297,8 @@ async def _place_plan(ctx: SchedContext, request: PrimaryRequest, plan: Plan) ->
     mark = ctx.mark()
     claimed: set[int] = set()
     hosts: HostIterator | None = None
-    want = first_want
+    hosts_bucket = 0
+    hosts_want = want = first_want
     for bucket in plan:
         if pacer.tick():
             await anyio.lowlevel.checkpoint()
@@ -331,8 +306,9 @@ async def _place_plan(ctx: SchedContext, request: PrimaryRequest, plan: Plan) ->
         # the previous one continues that one's scan, which is the same as a
         # fresh scan: every host before its position was claimed or too small
         # for this size too.
-        if hosts is None or hosts.bucket != bucket or hosts.want != want:
+        if hosts is None or bucket != hosts_bucket or want != hosts_want:
             hosts = HostIterator(ctx, candidates, bucket, want)
+            hosts_bucket, hosts_want = bucket, want
         found = hosts.next_host(claimed)
         if found is None:
             ctx.rollback_to(mark)

@@ -118,6 +118,8 @@ def shortfall(
     has already claimed on ``worker`` and not yet committed. The one fit rule:
     host iterators, tentative claims, commits, pend reasons and
     :func:`tasks_that_fit` all decide through it (with :data:`AMOUNT_TOLERANCE`).
+    Its first clause, free slots ``< tasks``, needs no call: the core's hottest
+    loops test it inline before calling (each says which benchmark that serves).
     Amounts in ``want`` are non-negative. Pure; never raises.
     """
     if worker.slots - worker.used_slots - taken_slots < tasks:
@@ -132,7 +134,9 @@ def shortfall(
             free = total - used.get(name, 0.0)
             if free < 0.0:
                 free = 0.0
-            if per_task * tasks + per_host > free - taken.get(name, 0.0) + AMOUNT_TOLERANCE:
+            if taken:
+                free -= taken.get(name, 0.0)
+            if per_task * tasks + per_host > free + AMOUNT_TOLERANCE:
                 return name
     return None
 
@@ -158,7 +162,10 @@ def tasks_that_fit(
         free = total - used.get(name, 0.0)
         if free < 0.0:
             free = 0.0
-        limit = free - taken.get(name, 0.0) + AMOUNT_TOLERANCE
+        if taken:
+            free -= taken.get(name, 0.0)
+        # The very bound shortfall() compares with, computed the same way.
+        limit = free + AMOUNT_TOLERANCE
         if per_task > 0.0:
             estimate = (limit - per_host) // per_task
             n = 0 if estimate < 0 else int(estimate) if estimate < most else most

@@ -134,7 +134,7 @@ async def test_cursor_skips_full_hosts_but_not_tentatively_full_ones() -> None:
     ctx.rollback_to((0, {}))
     # b is offered again once the tentative claim is gone; a is never revisited.
     assert [w.name async for w in HostIterator(ctx, cset, 1, ())] == ["b", "c"]
-    assert ctx.session.cursors[(cset.key, 1, ())] == 1
+    assert ctx.session.cursors[(cset.key, 1, ())].start == 1
 
 
 async def test_a_fresh_iterator_honours_committed_and_tentative_claims() -> None:
@@ -157,4 +157,4 @@ async def test_a_fresh_iterator_honours_committed_and_tentative_claims() -> None
     for bucket, want, expected in cases:
         found = HostIterator(ctx, cset, bucket, want).next_host()
         assert (found.name if found else None) == expected, (bucket, want)
-        assert ctx.session.cursors[(cset.key, bucket, want)] >= 1  # past a
+        assert ctx.session.cursors[(cset.key, bucket, want)].start >= 1  # past a

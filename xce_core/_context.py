@@ -68,6 +68,13 @@ class SchedContext:
         self.reason = None
 
     @property
+    def now(self) -> float:
+        """The session's "now" on the scheduler's injected clock (virtual time
+        under the simulator), read once when the session began. The core itself
+        makes no time-based decision; this is for plugins that do."""
+        return self.session.now
+
+    @property
     def amounts(self) -> dict[tuple[int, str], float]:
         """Tentatively claimed consumables, by (worker index, name)."""
         out: dict[tuple[int, str], float] = {}

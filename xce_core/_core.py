@@ -102,6 +102,14 @@ class SchedulerCore:
     """One scheduler instance: state, sessions, decisions. Not thread-safe; use it
     from one event loop. Does no I/O.
 
+    Time: ``clock`` (a :class:`MonotonicClock` unless injected, a
+    :class:`VirtualClock` in the simulator) is read once per session, when it
+    begins, and offered to allocators as ``SchedContext.now``. The core itself
+    makes no time-based decision yet (``rusage`` durations and decay are carried,
+    not acted on). ``session_end.elapsed_s`` is wall time, measured with
+    :func:`time.perf_counter` whatever the clock: it reports what the session
+    cost, not when it happened.
+
     Raises :class:`PluginError` at construction if a configured plugin is unknown.
     ``on_internal_error(exc, decision)`` is called for every fault the core
     survives (where a driver logs the traceback); it must not raise.
@@ -277,8 +285,10 @@ class SchedulerCore:
         """Run one scheduling session and return its ``session_end`` (also emitted).
 
         Per-session state is reset before the picker and allocator tasks start.
-        Cancelled from outside, the session stops at its next iterator step, emits
-        ``session_end`` and re-raises the cancellation.
+        :meth:`cancel_session` stops it at its next plan or host step at the
+        latest; it then returns normally. Cancelled from an enclosing scope, it
+        stops at its next checkpoint (at most ``yield_every`` steps later, see
+        :class:`Pacer`), emits ``session_end`` and re-raises the cancellation.
 
         A job whose attempt raises pends (``internal_error``) and the session
         goes on; any other fault ends the session as usual and rejects the
@@ -295,7 +305,8 @@ class SchedulerCore:
         asked_by, self._session_event = self._session_event, -1
         try:
             self._prepare_groups()
-            self.scratch.begin(stats.number)  # strictly before any task starts
+            # Strictly before any task starts.
+            self.scratch.begin(stats.number, self.clock.now())
             if not self.state.groups:
                 # Nothing pending: no picker or allocator to start. Still a
                 # checkpoint, so a loop of empty sessions stays cancellable.

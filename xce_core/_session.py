@@ -25,13 +25,17 @@ __all__ = ["CandidateSet", "HostCursor", "Pacer", "SessionScratch", "TentativeCl
 
 
 class Pacer:
-    """Makes every iterator step a cancellation point without paying a loop yield
-    per step.
+    """The budget behind every plan and host step of a session.
 
-    Each step costs a counter increment and a flag test (:meth:`tick`); every
-    ``every`` steps, and at once when the session was cancelled, the caller
-    awaits a full ``anyio.lowlevel.checkpoint()``, which yields to the loop and
-    delivers any pending cancellation, including one from an enclosing scope.
+    Each step calls :meth:`tick`: a counter increment and a flag test, no await.
+    Every ``every`` steps (``SchedulerConfig.yield_every``), and at the first
+    step after ``cancel_session()`` set :attr:`interrupt`, ``tick`` tells the
+    caller to await ``anyio.lowlevel.checkpoint()``, which yields to the loop
+    and delivers any pending cancellation. So a step is a cancellation point
+    only when ``tick`` says so: ``cancel_session()`` stops a session at its next
+    step, while a cancellation from an enclosing scope arrives at the next
+    budgeted checkpoint (at most ``every`` steps later) or at any other await
+    of the session, whichever comes first.
     """
 
     __slots__ = ("count", "every", "interrupt")
@@ -43,7 +47,8 @@ class Pacer:
 
     def tick(self) -> bool:
         """Count one step without awaiting; ``True`` means the caller must now
-        ``await anyio.lowlevel.checkpoint()`` (budget spent or session cancelled)."""
+        ``await anyio.lowlevel.checkpoint()`` (budget spent, or the session was
+        cancelled: then every step says so until the session ends)."""
         self.count += 1
         if self.count >= self.every or self.interrupt:
             self.count = 0
@@ -191,6 +196,8 @@ class SessionScratch:
     static_memo: StaticSelectMemo
     cache: UnsatisfiableCache
     number: int = 0
+    # The session's time on the core's injected clock, read once at begin().
+    now: float = 0.0
     pacer: Pacer = field(default_factory=Pacer)
     cursors: dict[tuple[object, ...], HostCursor] = field(default_factory=dict)
     _dynamic: dict[str, list[Worker]] = field(default_factory=dict)
@@ -208,9 +215,11 @@ class SessionScratch:
     _total_slots: int = 0
     _max_free: int = 0
 
-    def begin(self, number: int) -> None:
-        """Reset everything per-session. Synchronous: runs before any task starts."""
+    def begin(self, number: int, now: float = 0.0) -> None:
+        """Reset everything per-session; ``now`` is the session's time on the
+        core's clock. Synchronous: runs before any task starts."""
         self.number = number
+        self.now = now
         self.cache.clear()
         self.cursors.clear()
         self._dynamic.clear()

@@ -94,7 +94,7 @@ async def test_plan_stream_close_releases_generator() -> None:
     await stream.aclose()  # idempotent
 
 
-async def test_every_plan_step_is_a_cancellation_point() -> None:
+async def test_with_a_budget_of_one_every_plan_step_is_a_cancellation_point() -> None:
     core = build([up("a")])
     ctx = context_for(core)
     ctx.session.pacer.every = 1  # yield to the loop on every step
@@ -208,3 +208,21 @@ async def test_host_capacities_count_what_a_bucket_can_take_after_tentative_clai
     for w, most in zip(request.candidates.workers, host_capacities(ctx, request), strict=True):
         assert ctx.fits(w, most, want) or most == 0
         assert not ctx.fits(w, most + 1, want)
+
+
+async def test_an_outer_cancellation_arrives_at_the_next_budgeted_checkpoint() -> None:
+    """Steps are paced, not each a checkpoint: a cancellation the session was
+    not told about (cancel_session() was not called) is delivered when the
+    budget of `every` steps is spent."""
+    core = build([up("a")])
+    ctx = context_for(core)
+    ctx.session.pacer.every = 8
+    stream = PlanStream(ctx, balanced_plans(10**6))
+    taken = 0
+    with anyio.CancelScope() as scope:
+        scope.cancel()  # before the first step
+        async for _ in stream:
+            taken += 1
+    assert scope.cancelled_caught
+    assert taken == 7  # the 8th step spent the budget, checkpointed, and stopped
+    await stream.aclose()

@@ -17,7 +17,14 @@ from events import (
     WorkerDown,
 )
 from tests.helpers import GO, allocations, ends, pends, submit, up
-from xce_core import JobState, Registry, SchedulerConfig, SchedulerCore, process_events
+from xce_core import (
+    JobState,
+    Registry,
+    SchedulerConfig,
+    SchedulerCore,
+    VirtualClock,
+    process_events,
+)
 from xce_core._iterators import Allocator
 from xce_core.plugin import (
     FcfsPicker,
@@ -360,3 +367,22 @@ async def test_group_settlement_counts_every_member_and_reports_only_changes() -
     assert pends(out)["j40"].cached
     assert (core.last_session.pended, core.last_session.cache_hits) == (40, 39)
     assert ends(out)[0].pended == 40
+
+
+async def test_allocators_see_the_sessions_time_on_the_injected_clock() -> None:
+    spy = SpyAllocator()
+    clock = VirtualClock(1000.0)
+    core = SchedulerCore(
+        SchedulerConfig(sequential_allocator="spy"), registry=registry_with(spy), clock=clock
+    )
+    seen: list[float] = []
+
+    async def note(ctx: SchedContext) -> None:
+        seen.append(ctx.now)
+        clock.advance_to(ctx.now + 5.0)  # time moving mid-session changes nothing
+
+    spy.on_call = note
+    await process_events([up("a", 4), submit("j1"), submit("j2"), GO], core=core)
+    clock.advance_to(2000.0)
+    await process_events([submit("j3"), GO], core=core)
+    assert seen == [1000.0, 1000.0, 2000.0]  # one reading per session

@@ -2,8 +2,10 @@
 
 A *plan* is a partition of a primary's task count into per-host slot buckets,
 largest first (``(3, 2, 2)``). An allocator supplies an async iterator of plans;
-:func:`allocate_plans` walks it, finds a distinct host per bucket through a
-fresh :class:`HostIterator` each, and rolls a failed plan back exactly.
+:func:`allocate_plans` walks it and places each plan in turn (one placement
+function for every plan, one-bucket plans included): a distinct host per bucket,
+each from a fresh :class:`HostIterator`, and a failed plan rolled back exactly.
+The result is a :class:`Status`.
 """
 
 from __future__ import annotations

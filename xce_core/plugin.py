@@ -6,9 +6,11 @@ the shared bucket loop (:func:`allocate_plans`) and :class:`HostIterator` place
 them, claiming tentatively in the attempt's :class:`SchedContext`. Whether a
 bucket fits on a host is one rule, :func:`shortfall` (and its companion
 :func:`tasks_that_fit`), also offered on top of an attempt's tentative claims
-as :meth:`SchedContext.shortfall` and :meth:`SchedContext.tasks_that_fit`. A picker
-subclasses :class:`Picker`. Both register by name through the entry-point
-groups ``xce.allocators`` and ``xce.pickers`` (see :class:`Registry`).
+as :meth:`SchedContext.shortfall` and :meth:`SchedContext.tasks_that_fit`. An
+allocator's attempt resolves to a :class:`Status`, which may carry the
+:class:`PendReason` the job should pend with. A picker subclasses
+:class:`Picker`. Both register by name through the entry-point groups
+``xce.allocators`` and ``xce.pickers`` (see :class:`Registry`).
 """
 
 from xce_core._context import SchedContext

@@ -2,10 +2,10 @@
 
 A *plan* is a partition of a primary's task count into per-host slot buckets,
 largest first (``(3, 2, 2)``). An allocator supplies an async iterator of plans;
-:func:`allocate_plans` walks it and places each plan in turn (one placement
-function for every plan, one-bucket plans included): a distinct host per bucket,
-each from a fresh :class:`HostIterator`, and a failed plan rolled back exactly.
-The result is a :class:`Status`.
+:func:`allocate_plans` walks it and places each plan in turn: a distinct host
+per bucket, each from a fresh :class:`HostIterator`, and a failed plan rolled
+back exactly. A one-bucket plan has one path, :func:`allocate_single`, which
+``seqjob`` also calls directly. The result is a :class:`Status`.
 """
 
 from __future__ import annotations
@@ -251,47 +251,50 @@ async def allocate_plans(
     return _UNSCHEDULABLE
 
 
-def allocate_single(ctx: SchedContext, request: PrimaryRequest) -> Awaitable[Status]:
-    """The bucket loop for exactly one plan, ``(request.tasks,)``: every task on
-    the first candidate host that can take them all.
-
-    The same placement as :func:`allocate_plans` over a plan iterator yielding
-    only that plan, without walking one (what :class:`SeqJobAllocator` runs for
-    every sequential job). One :class:`Pacer` step.
+async def allocate_single(ctx: SchedContext, request: PrimaryRequest) -> Status:
+    """Place the one-bucket plan ``(request.tasks,)``: every task on the first
+    candidate host that can take them all. The one path for one-bucket plans:
+    :func:`allocate_plans` places such plans through it too, so an allocator
+    whose only plan this is can call it instead of walking a plan iterator (what
+    :class:`SeqJobAllocator` does). One :class:`Pacer` step.
     """
-    return _place_plan(ctx, request, (request.tasks,))
+    tasks = request.tasks
+    candidates = request.candidates
+    if tasks < 1 or tasks > candidates.max_free:
+        return _UNSCHEDULABLE
+    if ctx.session.pacer.tick():
+        await anyio.lowlevel.checkpoint()
+    # No host to exclude and nothing to roll back: no mark, no claimed set and
+    # no iterator object, only the scan (this is the whole of benchmark B1,
+    # benchmarks/bench_alloc.py).
+    want = request.first_want
+    cursor = ctx.session.host_cursor(candidates, tasks, want)
+    found = cursor.scan(ctx, cursor.start)[0]
+    if found is None:
+        return _UNSCHEDULABLE
+    ctx.claim(found, tasks, want)
+    return _OK
 
 
 async def _place_plan(ctx: SchedContext, request: PrimaryRequest, plan: Plan) -> Status:
     """Place one plan, every bucket or none: buckets in order, each on the first
     host a fresh :class:`HostIterator` offers that this plan has not claimed,
     claimed tentatively. A bucket without a host rolls back this plan's claims
-    exactly (Req 4.2).
+    exactly (Req 4.2). A one-bucket plan goes to :func:`allocate_single`.
 
     Plans that cannot fit (a bucket larger than any host's free slots, more
     buckets than candidates) are refused without searching: they would fail
     anyway, so which plan wins does not change. So are plans that are not a
     partition of ``request.tasks`` into positive buckets (a plugin's bug).
     """
-    candidates = request.candidates
     tasks = request.tasks
+    if len(plan) == 1:
+        if plan[0] != tasks:
+            return _UNSCHEDULABLE
+        return await allocate_single(ctx, request)
+    candidates = request.candidates
     first_want = request.first_want
     pacer = ctx.session.pacer
-    if len(plan) == 1:
-        # One bucket, as for every sequential job: no host to exclude and nothing
-        # to roll back, so no mark, no claimed set and no iterator object, only
-        # the scan. Kept apart for speed: it is the whole of benchmark B1
-        # (benchmarks/bench_alloc.py).
-        if plan[0] != tasks or tasks < 1 or tasks > candidates.max_free:
-            return _UNSCHEDULABLE
-        if pacer.tick():
-            await anyio.lowlevel.checkpoint()
-        cursor = ctx.session.host_cursor(candidates, tasks, first_want)
-        found = cursor.scan(ctx, cursor.start)[0]
-        if found is None:
-            return _UNSCHEDULABLE
-        ctx.claim(found, tasks, first_want)
-        return _OK
     if len(plan) > len(candidates.workers) or plan[0] > candidates.max_free:
         return _UNSCHEDULABLE
     if sum(plan) != tasks or min(plan) < 1:

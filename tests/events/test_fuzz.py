@@ -92,6 +92,8 @@ def _mutate(item: bytes, mutations: list[tuple[str, int, bytes]], json: bool) ->
             del data[at : at + len(noise)]
         elif op == "truncate":
             del data[at:]
+    if json:
+        data = data.replace(b"\n", b"\x00")  # a flip can make a newline too
     if json and not data.strip(b" \t\r"):
         data += b"x"  # a blank line would be no item at all
     return bytes(data)

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from allocators._plans import balanced_plans, host_capacities, shaped_plans, span_buckets
+from allocators._plans import (
+    balanced_plans,
+    fitting_plans,
+    host_capacities,
+    shaped_plans,
+    span_buckets,
+)
 from xce_core.plugin import Allocator, Plan, PlanIterator, PlanStream, PrimaryRequest, SchedContext
 
 __all__ = ["PackAllocator"]
@@ -23,7 +29,7 @@ class PackAllocator(Allocator):
     name = "parjob_pack"
 
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
-        return PlanStream(ctx, _pack_then_balanced(request, ctx))
+        return PlanStream(ctx, fitting_plans(_pack_then_balanced(request, ctx), request, ctx))
 
 
 def task_capacity(ctx: SchedContext, request: PrimaryRequest) -> list[int]:

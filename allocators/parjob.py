@@ -8,7 +8,7 @@ exists). ``span[hosts=1]`` and ``span[ptile=P]`` admit a single plan;
 
 from __future__ import annotations
 
-from allocators._plans import balanced_plans, shaped_plans
+from allocators._plans import balanced_plans, fitting_plans, shaped_plans
 from xce_core.plugin import Allocator, PlanIterator, PlanStream, PrimaryRequest, SchedContext
 
 __all__ = ["ParJobAllocator"]
@@ -24,13 +24,11 @@ class ParJobAllocator(Allocator):
         if span is not None and (span.block is not None or span.stripe):
             return PlanStream(ctx, shaped_plans(request, ctx))  # the span fixes the split
         cands = request.candidates
-        return PlanStream(
-            ctx,
-            balanced_plans(
-                request.tasks,
-                request.primary.span,
-                max_bucket=cands.max_free,
-                max_hosts=len(cands.workers),
-                ptile=request.ptile,
-            ),
+        plans = balanced_plans(
+            request.tasks,
+            request.primary.span,
+            max_bucket=cands.max_free,
+            max_hosts=len(cands.workers),
+            ptile=request.ptile,
         )
+        return PlanStream(ctx, fitting_plans(plans, request, ctx))

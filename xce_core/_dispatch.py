@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
+import anyio.lowlevel
+
 from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
 from xce_core._iterators import PrimaryRequest
@@ -163,7 +165,16 @@ class Dispatcher:
             )
             return False
         for usage in prepared.options:
-            for n in range(hi if hi < free_total else free_total, lo - 1, -1):
+            # Search by arithmetic, not by task count: no allocator can place
+            # more tasks than the candidates can hold, so counts above that are
+            # never tried (a 1..9,600-task job whose rusage no host can give
+            # used to try all 9,600 counts, each over every host).
+            top = await prepared.most_tasks(usage, ctx)
+            if top > hi:
+                top = hi
+            if top > free_total:
+                top = free_total
+            for n in range(top, lo - 1, -1):
                 shared: dict[str, float] | None = None
                 if usage.has_shared:
                     shared = usage.shared(n)
@@ -212,6 +223,32 @@ class _Prepared:
                 groups = session.ptile_groups(primary.span, groups)
             self._groups = groups
         return self._groups
+
+    async def most_tasks(self, usage: _Usage, ctx: SchedContext) -> int:
+        """An upper bound on the tasks any allocator can place for this primary
+        under ``usage`` now: per ``same[]`` group, what its hosts can hold
+        (:func:`tasks_that_fit` summed, or the largest for ``span[hosts=1]``);
+        the largest over groups. One pass over the candidates, each host a
+        :class:`Pacer` step."""
+        pacer = ctx.session.pacer
+        span = self._primary.span
+        one_host = span is not None and span.hosts == 1
+        best = 0
+        for group in self.groups:
+            ptile = group.ptile if group.ptile is not None or span is None else span.ptile
+            total = 0
+            for worker in group.workers:
+                if pacer.tick():
+                    await anyio.lowlevel.checkpoint()
+                cap = ctx.tasks_that_fit(worker, usage.want)
+                if ptile is not None and cap > ptile:
+                    cap = ptile
+                if one_host:
+                    total = max(total, cap)
+                else:
+                    total += cap
+            best = max(best, total)
+        return best
 
     def requests(self, usage: _Usage, tasks: int) -> list[PrimaryRequest]:
         """What allocators are asked for ``tasks`` tasks under ``usage``: one

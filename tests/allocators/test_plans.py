@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allocators._plans import balanced_plans, block_plan, host_capacities, span_plan, stripe_plan
+from allocators._plans import (
+    balanced_plans,
+    block_plan,
+    can_fit,
+    host_capacities,
+    span_plan,
+    stripe_plan,
+)
 from tests.allocators.conftest import build, context_for
 from tests.helpers import up
 from xce_core import parse_resreq
@@ -226,3 +233,22 @@ async def test_an_outer_cancellation_arrives_at_the_next_budgeted_checkpoint() -
     assert scope.cancelled_caught
     assert taken == 7  # the 8th step spent the budget, checkpointed, and stopped
     await stream.aclose()
+
+
+def _placeable(plan: tuple[int, ...], caps: list[int]) -> bool:
+    """Reference model: some distinct host per bucket holds it (brute force)."""
+    from itertools import permutations
+
+    return any(
+        all(caps[h] >= b for h, b in zip(hosts, plan, strict=True))
+        for hosts in permutations(range(len(caps)), len(plan))
+    )
+
+
+@given(
+    st.lists(st.integers(0, 6), max_size=6),
+    st.lists(st.integers(1, 6), min_size=1, max_size=5),
+)
+def test_can_fit_matches_a_brute_force_matching(caps: list[int], buckets: list[int]) -> None:
+    plan = tuple(sorted(buckets, reverse=True))
+    assert can_fit(plan, sorted(caps)) == _placeable(plan, caps)

@@ -51,3 +51,14 @@ def test_a_task_range_over_fragmented_capacity_places_the_most_it_can() -> None:
     ]
     (allocated,) = [d for d in run_events(events) if isinstance(d, JobAllocated)]  # type: ignore[arg-type]
     assert sum(h.slots for h in allocated.hosts) == 201  # 2 on "big", 1 on each other
+
+
+def test_a_huge_capacity_with_a_tiny_rusage_amount() -> None:
+    # free / per_task is inf: capacities are counted in tasks, capped by slots.
+    for resreq in ["rusage[mem=1e-300] span[stripe]", "rusage[mem=1e-300] span[block=2]"]:
+        events: list[object] = [
+            WorkerUp(name=name, slots=4, resources={"mem": 2.0**53}) for name in "ab"
+        ]
+        events += [JobSubmitted(job_id="j", max_tasks=6, resreq=resreq), SessionBegin()]
+        (allocated,) = [d for d in run_events(events) if isinstance(d, JobAllocated)]  # type: ignore[arg-type]
+        assert sum(h.slots for h in allocated.hosts) == 6

@@ -26,12 +26,13 @@ from xce_core._api import (
 )
 from xce_core._clock import Clock, MonotonicClock, VirtualClock
 from xce_core._config import SchedulerConfig
-from xce_core._core import SchedulerCore, SessionStats
+from xce_core._core import SchedulerCore
 from xce_core._errors import PluginError, ResReqSyntaxError, XceError
 from xce_core._faults import InternalErrorHook, internal_error_text
 from xce_core._loop import DecisionSink, SchedulerLoop
 from xce_core._model import JobState
 from xce_core._registry import Registry, default_registry
+from xce_core._results import SessionStats
 from xce_core.resreq import format_resreq, parse_resreq
 
 __all__ = [

@@ -14,16 +14,14 @@ Cancellation is never caught.
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
 import anyio
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from events import (
     Decision,
@@ -58,15 +56,14 @@ from xce_core._faults import (
     queue_config_or_nothing,
 )
 from xce_core._model import PENDING, Job, JobGroup, Queue
+from xce_core._order import BatchSink, Item, send_in_policy_order
 from xce_core._registry import Registry, default_registry
-from xce_core._results import PendReason, Reason
+from xce_core._results import PendReason, Reason, SessionStats
 from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
-from xce_core._state import ClusterState, EventInconsistent, part_counts
-from xce_core.resreq import Alternative, Compound, ResReq, parse_resreq
+from xce_core._state import ClusterState, EventInconsistent, task_problem
+from xce_core.resreq import parse_resreq
 
-__all__ = ["SchedulerCore", "SessionStats"]
-
-_Item = Job | JobGroup
+__all__ = ["SchedulerCore"]
 
 
 class _DirectSink:
@@ -76,7 +73,7 @@ class _DirectSink:
         self._core = core
         self._stats = stats
 
-    async def send(self, item: list[_Item]) -> None:
+    async def send(self, item: list[Item]) -> None:
         await self._core._allocate_batch(item, self._stats)
 
     async def __aenter__(self) -> _DirectSink:
@@ -84,18 +81,6 @@ class _DirectSink:
 
     async def __aexit__(self, *exc: object) -> None:
         return None
-
-
-@dataclass(slots=True)
-class SessionStats:
-    """Counters of one session (also reported in ``session_end``)."""
-
-    number: int
-    allocated: int = 0
-    pended: int = 0
-    cache_hits: int = 0
-    attempts: int = 0
-    stopped_by_fifo: bool = False
 
 
 class SchedulerCore:
@@ -230,7 +215,7 @@ class SchedulerCore:
             raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
         try:
             resreq = parse_resreq(ev.resreq)
-            problem = _task_problem(resreq, *ev.task_range)
+            problem = task_problem(resreq, *ev.task_range)
         except ResReqSyntaxError as exc:
             problem = f"bad resreq: {exc}"
         if problem:
@@ -320,7 +305,7 @@ class SchedulerCore:
                     # code runs in this task, batch by batch.
                     await self._picker_task(_DirectSink(self, stats), stats)
                 else:
-                    send, receive = anyio.create_memory_object_stream[list[_Item]](2)
+                    send, receive = anyio.create_memory_object_stream[list[Item]](2)
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._picker_task, send, stats)
                         tg.start_soon(self._allocator_task, receive, stats, tg.cancel_scope)
@@ -356,53 +341,19 @@ class SchedulerCore:
         for fp in empty:
             del groups[fp]
 
-    async def _picker_task(
-        self, send: _DirectSink | MemoryObjectSendStream[list[_Item]], stats: SessionStats
-    ) -> None:
-        """Merge the job groups in policy order; a group found unsatisfiable this
-        session is handed over whole instead of job by job. Batches start small
-        and double (a strict-FIFO session often stops early)."""
-        limit = self.config.batch_size
-        batch_size = min(16, limit)
-        failed = self.scratch.cache.entries  # fingerprints proven unsatisfiable
-        pending = PENDING
-        # Entries are the key's fields followed by (gid, group): one flat tuple
-        # compares in about half the time of (key, gid, group).
-        heap: list[tuple[Any, ...]] = [
-            (*g.jobs[0].key, g.gid, g) for g in self.state.groups.values() if g.jobs
-        ]
-        heapq.heapify(heap)
-        async with send:
-            batch: list[_Item] = []
-            while heap:
-                group = heap[0][-1]
-                if group.fingerprint in failed:
-                    heapq.heappop(heap)
-                    batch.append(group)
-                else:
-                    jobs = group.jobs
-                    pos = group.pos
-                    batch.append(jobs[pos])
-                    pos += 1
-                    while pos < len(jobs) and jobs[pos].state is not pending:
-                        pos += 1
-                    group.pos = pos
-                    if pos < len(jobs):
-                        heapq.heapreplace(heap, (*jobs[pos].key, group.gid, group))
-                    else:
-                        heapq.heappop(heap)
-                if len(batch) >= batch_size:
-                    await send.send(batch)
-                    if stats.stopped_by_fifo:
-                        return
-                    batch = []
-                    batch_size = min(batch_size * 2, limit)
-            if batch:
-                await send.send(batch)
+    async def _picker_task(self, send: BatchSink, stats: SessionStats) -> None:
+        """The picker: pending jobs in policy order, in batches (:func:`send_in_policy_order`)."""
+        await send_in_policy_order(
+            self.state.groups.values(),
+            self.scratch.cache.entries,
+            send,
+            stats,
+            self.config.batch_size,
+        )
 
     async def _allocator_task(
         self,
-        receive: MemoryObjectReceiveStream[list[_Item]],
+        receive: MemoryObjectReceiveStream[list[Item]],
         stats: SessionStats,
         scope: anyio.CancelScope,
     ) -> None:
@@ -412,7 +363,7 @@ class SchedulerCore:
                     scope.cancel()
                     return
 
-    async def _allocate_batch(self, batch: list[_Item], stats: SessionStats) -> bool:
+    async def _allocate_batch(self, batch: list[Item], stats: SessionStats) -> bool:
         """Decide every job of a batch, in order. ``False``: strict FIFO stopped."""
         if stats.stopped_by_fifo:
             return False
@@ -541,22 +492,3 @@ class SchedulerCore:
             self._pend(len(members), members, reason, stats, cached=True)
         group.settled_reason = reason.category
         group.unsettled = []
-
-
-def _task_problem(resreq: ResReq, min_tasks: int, max_tasks: int) -> str:
-    """Why task counts are impossible for this requirement, or ''."""
-    if min_tasks > max_tasks:
-        return f"min_tasks {min_tasks} exceeds max_tasks {max_tasks}"
-    compounds: list[Compound] = []
-    if isinstance(resreq, Compound):
-        compounds.append(resreq)
-    elif isinstance(resreq, Alternative):
-        compounds.extend(o for o in resreq.options if isinstance(o, Compound))
-    for compound in compounds:
-        counts = part_counts(compound, max_tasks)
-        if any(c < 1 for c in counts):
-            return (
-                f"compound parts ask for {sum(c for c in counts if c > 0)} tasks; "
-                f"a part without a count gets none of max_tasks {max_tasks}"
-            )
-    return ""

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import ClassVar, final
 
-__all__ = ["AllocMode", "Need", "PendReason", "Reason", "Status", "Want", "need"]
+__all__ = ["AllocMode", "Need", "PendReason", "Reason", "SessionStats", "Status", "Want", "need"]
 
 # Consumables wanted on each host of an allocation, as sorted
 # (name, per_task, per_host) triples: a bucket of n slots takes
@@ -94,3 +94,15 @@ class Status:
 
 Status.OK = Status(True)
 Status.UNSCHEDULABLE = Status(False)
+
+
+@dataclass(slots=True)
+class SessionStats:
+    """Counters of one session (also reported in ``session_end``)."""
+
+    number: int
+    allocated: int = 0
+    pended: int = 0
+    cache_hits: int = 0
+    attempts: int = 0
+    stopped_by_fifo: bool = False

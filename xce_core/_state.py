@@ -31,7 +31,7 @@ from xce_core._model import (
 from xce_core._results import Want
 from xce_core.resreq import Alternative, Compound, Primary, ResReq
 
-__all__ = ["ClusterState", "EventInconsistent", "task_total"]
+__all__ = ["ClusterState", "EventInconsistent", "part_counts", "task_problem", "task_total"]
 
 # What a refused job keeps as its requirement (it is never read again).
 _REJECTED_RESREQ = Primary()
@@ -54,6 +54,25 @@ def part_counts(compound: Compound, max_tasks: int) -> list[int]:
     """Task count of each compound part; a last part without count takes the rest."""
     fixed = sum(p.count for p in compound.parts if p.count is not None)
     return [p.count if p.count is not None else max_tasks - fixed for p in compound.parts]
+
+
+def task_problem(resreq: ResReq, min_tasks: int, max_tasks: int) -> str:
+    """Why task counts are impossible for this requirement, or ''."""
+    if min_tasks > max_tasks:
+        return f"min_tasks {min_tasks} exceeds max_tasks {max_tasks}"
+    compounds: list[Compound] = []
+    if isinstance(resreq, Compound):
+        compounds.append(resreq)
+    elif isinstance(resreq, Alternative):
+        compounds.extend(o for o in resreq.options if isinstance(o, Compound))
+    for compound in compounds:
+        counts = part_counts(compound, max_tasks)
+        if any(c < 1 for c in counts):
+            return (
+                f"compound parts ask for {sum(c for c in counts if c > 0)} tasks; "
+                f"a part without a count gets none of max_tasks {max_tasks}"
+            )
+    return ""
 
 
 class ClusterState:
@@ -381,6 +400,3 @@ def _per_host(
 
 def _job_key(job: Job) -> tuple[Any, ...]:
     return job.key
-
-
-__all__ += ["part_counts"]

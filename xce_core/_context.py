@@ -1,4 +1,4 @@
-"""Per-attempt scratch: tentative claims of one allocation attempt (seeds' ``xce_sched_ctx_t``).
+"""Per-attempt scratch: tentative claims of one allocation attempt (docs/design.md, R3 and R4).
 
 Claims made here are invisible to the cluster state until the core commits them
 in one synchronous step; a failed or cancelled attempt simply drops the context,

@@ -216,7 +216,7 @@ _UNSCHEDULABLE = Status.UNSCHEDULABLE
 async def allocate_plans(
     ctx: SchedContext, request: PrimaryRequest, plans: PlanIterator
 ) -> Status:
-    """The bucket loop (seeds' corrected three-level pseudocode): each plan in
+    """The bucket loop (docs/design.md, Req 4): each plan in
     turn goes to :func:`_place_plan` until one is placed.
 
     Resolves to :attr:`Status.OK` with the winning plan's claims left in

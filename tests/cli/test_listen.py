@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -167,7 +168,7 @@ def test_connections_beyond_the_limit_are_refused_with_a_note(
 def admitted(consumer: Consumer, open_connection: Connect) -> socket.socket:
     """A connection the server serves, once the one before has been let go
     (the server sees it close a moment after the client does)."""
-    for _ in range(20):
+    for _ in range(100):  # up to about 10 s: a refusal comes back at once
         conn = open_connection()
         conn.settimeout(0.2)
         try:
@@ -178,6 +179,7 @@ def admitted(consumer: Consumer, open_connection: Connect) -> socket.socket:
         conn.close()
         assert refusal
         assert "refusing" in consumer.stderr_line()
+        time.sleep(0.1)  # the server has not seen the earlier client go yet
     raise AssertionError("never admitted")
 
 

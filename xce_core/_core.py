@@ -211,7 +211,7 @@ class SchedulerCore:
             self._on_internal_error(exc, decision)
 
     def _submit(self, ev: JobSubmitted) -> None:
-        if ev.job_id in self.state.jobs:
+        if self.state.known(ev.job_id):
             raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
         try:
             resreq = parse_resreq(ev.resreq)
@@ -219,7 +219,7 @@ class SchedulerCore:
         except ResReqSyntaxError as exc:
             problem = f"bad resreq: {exc}"
         if problem:
-            self.state.job_rejected(ev, problem)
+            self.state.job_rejected(ev)
             self._outbox.append(JobRejected(job_id=ev.job_id, error=problem))
             return
         canonical = self._canonical.get(ev.resreq)
@@ -231,9 +231,9 @@ class SchedulerCore:
         try:
             job = self.state.job_submitted(ev, resreq, canonical)
             job.primary_fps = primary_fingerprints(self.state, job)
-        except Exception as exc:
+        except Exception:
             # A fault part of the way in (a picker's order_key, say).
-            forget_partial_job(self.state, ev, pending, internal_error_text(exc))
+            forget_partial_job(self.state, ev, pending)
             raise
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:

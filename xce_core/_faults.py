@@ -45,23 +45,18 @@ def internal_error_text(exc: BaseException, where: str = "") -> str:
     return f"internal error: {where}{type(exc).__name__}{': ' + text if text else ''}"
 
 
-def forget_partial_job(
-    state: ClusterState, ev: JobSubmitted, pending_before: int, error: str
-) -> None:
-    """After a fault while ``ev`` was being admitted: leave its job rejected with
-    ``error`` (its id stays taken, as for any rejected job) and out of the
-    pending set, whatever point admission had reached."""
+def forget_partial_job(state: ClusterState, ev: JobSubmitted, pending_before: int) -> None:
+    """After a fault while ``ev`` was being admitted: leave its job rejected (its
+    id stays taken, as for any rejected job) and out of the pending set,
+    whatever point admission had reached."""
     job = state.jobs.get(ev.job_id)
     if job is None:
         # Best effort: the fault itself is what gets reported.
         with contextlib.suppress(Exception):
-            state.job_rejected(ev, error)
+            state.job_rejected(ev)
     elif job.state is JobState.PENDING:
-        job.state = JobState.REJECTED
-        job.last_reason = error
         state.pending_count = pending_before
-        if job.group is not None:
-            job.group.dirty = True  # the next compaction drops it
+        state.retire(job, JobState.REJECTED)  # the next compaction drops it
 
 
 def queue_config_or_nothing(state: ClusterState, ev: QueueConfig) -> None:

@@ -324,6 +324,10 @@ class JobGroup:
         """Drop members that are no longer pending and rewind to the start."""
         if self.dirty:
             self.jobs = [j for j in self.jobs if j.state is PENDING]
+            # Members that started or ended need no pend decision: without this
+            # a group whose jobs all start would hold every job it ever had.
+            if self.unsettled:
+                self.unsettled = [j for j in self.unsettled if j.state is PENDING]
             self.dirty = False
         self.pos = 0
 

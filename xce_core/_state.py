@@ -29,12 +29,11 @@ from xce_core._model import (
     shortfall,
 )
 from xce_core._results import Want
-from xce_core.resreq import Alternative, Compound, Primary, ResReq
+from xce_core.resreq import Alternative, Compound, ResReq
 
 __all__ = ["ClusterState", "EventInconsistent", "part_counts", "task_problem", "task_total"]
 
 # What a refused job keeps as its requirement (it is never read again).
-_REJECTED_RESREQ = Primary()
 
 
 class EventInconsistent(XceError):
@@ -90,7 +89,11 @@ class ClusterState:
         self.shared_total: dict[str, float] = {}
         self.shared_used: dict[str, float] = {}
         self.queues: dict[str, Queue] = {}
+        # Live jobs (pending or running). A job that has ended leaves only its
+        # id and final state in ``ended``, for duplicate-id rejection and precise
+        # errors: memory follows the live jobs, not the history.
         self.jobs: dict[str, Job] = {}
+        self.ended: dict[str, JobState] = {}
         self.groups: dict[int, JobGroup] = {}
         self.consumables: set[str] = set()
         # Bumped whenever the set of usable workers or their static attributes change:
@@ -225,19 +228,37 @@ class ClusterState:
         self.pending_count += 1
         return job
 
-    def job_rejected(self, ev: JobSubmitted, error: str) -> None:
+    def job_rejected(self, ev: JobSubmitted) -> None:
         """Remember a job that was refused, so its id cannot be reused silently.
 
-        Only its id and the error are kept: a refused requirement can be large
-        (hostile input), and nothing will ever read it again.
+        Only its id is kept (the error went out in the ``job_rejected``
+        decision): a refused requirement can be large (hostile input), and
+        nothing will ever read it again.
         """
-        job = self._new_job(ev, _REJECTED_RESREQ, REJECTED, resreq_text="")
-        job.last_reason = error
+        if self.known(ev.job_id):
+            raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
+        self.ended[ev.job_id] = REJECTED
 
-    def _new_job(
-        self, ev: JobSubmitted, resreq: ResReq, state: JobState, resreq_text: str | None = None
-    ) -> Job:
-        if ev.job_id in self.jobs:
+    def known(self, job_id: str) -> bool:
+        """Whether ``job_id`` was ever accepted or refused (ids are never reused)."""
+        return job_id in self.jobs or job_id in self.ended
+
+    def job_state(self, job_id: str) -> JobState | None:
+        """The state of a live or ended job; ``None`` for an id never seen."""
+        job = self.jobs.get(job_id)
+        return job.state if job is not None else self.ended.get(job_id)
+
+    def retire(self, job: Job, state: JobState) -> None:
+        """End a job that holds nothing (pending, or released): it leaves the live
+        jobs; its group drops it at the next compaction."""
+        job.state = state
+        del self.jobs[job.job_id]
+        self.ended[job.job_id] = state
+        if job.group is not None:
+            job.group.dirty = True
+
+    def _new_job(self, ev: JobSubmitted, resreq: ResReq, state: JobState) -> Job:
+        if self.known(ev.job_id):
             raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
         self._seq += 1
         job = self.jobs[ev.job_id] = Job(
@@ -249,7 +270,7 @@ class ClusterState:
             submit_time=ev.submit_time,
             min_tasks=ev.task_range[0],
             max_tasks=ev.max_tasks,
-            resreq_text=ev.resreq if resreq_text is None else resreq_text,
+            resreq_text=ev.resreq,
             resreq=resreq,
             seq=self._seq,
             state=state,
@@ -265,7 +286,7 @@ class ClusterState:
 
     def job_finished(self, job_id: str) -> Job:
         """A running job ended: free its claims."""
-        job = self._job(job_id)
+        job = self._job(job_id, "not running")
         if job.state is not RUNNING:
             hint = "; use job_cancelled for a pending job" if job.state is PENDING else ""
             raise EventInconsistent(f"job {job_id!r} is {job.state.value}, not running{hint}")
@@ -274,22 +295,24 @@ class ClusterState:
 
     def job_cancelled(self, job_id: str) -> Job:
         """Withdraw a pending or running job, freeing what it held."""
-        job = self._job(job_id)
+        job = self._job(job_id, "")
         if job.state is RUNNING:
             self._release(job)
-        elif job.state is PENDING:
-            job.state = DONE
-            self.pending_count -= 1
-            if job.group is not None:
-                job.group.dirty = True
         else:
-            raise EventInconsistent(f"job {job_id!r} is already {job.state.value}")
+            self.pending_count -= 1
+            self.retire(job, DONE)
         return job
 
-    def _job(self, job_id: str) -> Job:
+    def _job(self, job_id: str, not_what: str) -> Job:
+        """The live job ``job_id``; an ended or unknown one is an error."""
         job = self.jobs.get(job_id)
         if job is None:
-            raise EventInconsistent(f"unknown job {job_id!r}")
+            ended = self.ended.get(job_id)
+            if ended is None:
+                raise EventInconsistent(f"unknown job {job_id!r}")
+            if not_what:
+                raise EventInconsistent(f"job {job_id!r} is {ended.value}, {not_what}")
+            raise EventInconsistent(f"job {job_id!r} is already {ended.value}")
         return job
 
     def _release(self, job: Job) -> None:
@@ -310,8 +333,8 @@ class ClusterState:
                 self.shared_used.pop(name, None)
         job.claims = ()
         job.shared_claims = {}
-        job.state = DONE
         self.running_count -= 1
+        self.retire(job, DONE)
 
     def commit(
         self,

@@ -23,7 +23,14 @@ from events import (
 from tests.core.test_invariants import check_invariants
 from tests.core.test_session import registry_with
 from tests.helpers import GO, allocations, ends, pends, submit, up
-from xce_core import Registry, SchedulerConfig, SchedulerCore, open_scheduler, process_events
+from xce_core import (
+    JobState,
+    Registry,
+    SchedulerConfig,
+    SchedulerCore,
+    open_scheduler,
+    process_events,
+)
 from xce_core._state import ClusterState
 from xce_core.plugin import (
     Allocator,
@@ -202,7 +209,7 @@ async def test_a_job_whose_admission_raised_is_rejected_whole(
     assert allocations(out) == {"j1": [("a", 1)], "j2": [("a", 1)]}
     # The half-admitted job is a rejected one: not pending, its id taken.
     check_invariants(core)
-    assert core.state.jobs["m"].state.value == "rejected"
+    assert core.state.job_state("m") is JobState.REJECTED
     again = await process_events([submit("m"), JobCancelled(job_id="m")], core=core)
     assert [d.error for d in again] == [
         "duplicate job id 'm'",
@@ -239,7 +246,7 @@ async def test_a_submission_raising_before_the_state_took_it_is_rejected(
     out = await process_events([up("a"), submit("j"), GO], core=core)
     assert out[0] == JobRejected(job_id="j", error="internal error: MemoryError: no room for jobs")
     check_invariants(core)
-    assert core.state.jobs["j"].state.value == "rejected"
+    assert core.state.job_state("j") is JobState.REJECTED
 
 
 async def test_a_session_that_raises_ends_cleanly_and_the_core_goes_on() -> None:

@@ -60,7 +60,7 @@ async def test_bad_resreq_and_impossible_counts_reject_the_job_only() -> None:
     assert "column" in rejected["bad"]
     assert "min_tasks 3 exceeds max_tasks 2" in rejected["counts"]
     assert allocations(out) == {"ok": [("a", 1)]}
-    assert core.state.jobs["bad"].state is JobState.REJECTED
+    assert core.state.job_state("bad") is JobState.REJECTED
     # A rejected id stays taken.
     out = await process_events([submit("bad")], core=core)
     assert isinstance(out[0], EventRejected)
@@ -91,7 +91,8 @@ async def test_finish_and_cancel_outcomes() -> None:
     assert "already" in out[0].error or "done" in out[0].error  # type: ignore[union-attr]
     out = await process_events([JobCancelled(job_id="wait"), GO], core=core)
     assert core.state.by_name["a"].used_slots == 0
-    assert core.state.jobs["wait"].state is JobState.DONE
+    assert core.state.job_state("wait") is JobState.DONE
+    assert "wait" not in core.state.jobs  # an ended job leaves only its id
 
 
 async def test_cancel_pending_job_removes_it_from_scheduling() -> None:
@@ -136,16 +137,33 @@ async def test_worker_redefined_below_use_has_nothing_free() -> None:
     assert pends(out)["k"].reason == "not_enough_slots"
 
 
-async def test_a_rejected_job_keeps_only_its_id_and_error() -> None:
+async def test_a_rejected_job_keeps_only_its_id() -> None:
     core = SchedulerCore()
     huge = "select[" + "x" * 100_000 + " == ]"  # a large, bad requirement
     out = await process_events([submit("j", huge), submit("j")], core=core)
     assert [type(d).__name__ for d in out] == ["JobRejected", "EventRejected"]
-    job = core.state.jobs["j"]
-    assert job.state is JobState.REJECTED
-    assert job.resreq_text == ""
-    assert job.last_reason is not None
-    assert job.last_reason.startswith("bad resreq")
+    assert "j" not in core.state.jobs
+    assert core.state.ended == {"j": JobState.REJECTED}
+
+
+async def test_ended_jobs_leave_only_their_ids() -> None:
+    # Memory follows the live jobs: 300 jobs through, none left as a Job.
+    core = SchedulerCore()
+    events: list[object] = [up("a", 1)]
+    for i in range(300):
+        events += [submit(f"j{i}"), GO, JobFinished(job_id=f"j{i}")]
+    out = await process_events(events, core=core)  # type: ignore[arg-type]
+    assert len(allocations(out)) == 300
+    assert core.state.jobs == {}
+    assert len(core.state.ended) == 300
+    await process_events([GO], core=core)  # groups are compacted as a session begins
+    held = [j for g in core.state.groups.values() for j in (*g.jobs, *g.unsettled)]
+    assert held == []
+    again = await process_events([submit("j7"), JobFinished(job_id="j7")], core=core)
+    assert [d.error for d in again] == [  # type: ignore[union-attr]
+        "duplicate job id 'j7'",
+        "job 'j7' is done, not running",
+    ]
 
 
 async def test_removed_workers_do_not_leave_the_worker_table_growing() -> None:

@@ -41,21 +41,13 @@ def primary_fingerprints(state: ClusterState, job: Job) -> dict[int, int]:
             else:
                 fps.setdefault(
                     id(node),
-                    state.fingerprint(
-                        "primary",
-                        str(node),
-                        job.min_tasks,
-                        job.max_tasks,
-                        job.user,
-                        job.queue,
-                        job.project,
-                    ),
+                    state.fingerprint("primary", str(node), job.min_tasks, job.max_tasks),
                 )
         elif isinstance(node, Compound):
             for part, count in zip(node.parts, part_counts(node, job.max_tasks), strict=True):
                 fps.setdefault(
                     id(part),
-                    state.fingerprint("part", str(part), count, job.user, job.queue, job.project),
+                    state.fingerprint("part", str(part), count),
                 )
         else:
             for option in node.options:

@@ -65,7 +65,7 @@ def queue_config_or_nothing(state: ClusterState, ev: QueueConfig) -> None:
     the exception propagates."""
     queue = state.queue(ev.name)
     before = (queue.priority, queue.picker)
-    groups = [g for g in state.groups.values() if g.jobs and g.jobs[0].queue == ev.name]
+    groups = state.groups_of_queue(ev.name)
     saved = [(g, list(g.jobs), [job.key for job in g.jobs]) for g in groups]
     try:
         state.queue_config(ev)

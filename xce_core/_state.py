@@ -194,11 +194,16 @@ class ClusterState:
         q = self.queue(ev.name)
         q.priority = ev.priority
         q.picker = ev.picker
-        for group in self.groups.values():
-            if group.jobs and group.jobs[0].queue == ev.name:
-                for job in group.jobs:
+        for group in self.groups_of_queue(ev.name):
+            for job in group.jobs:
+                if job.queue == ev.name:
                     job.key = self.order_key(job, q)
-                group.jobs.sort(key=_job_key)
+            group.jobs.sort(key=_job_key)
+
+    def groups_of_queue(self, name: str) -> list[JobGroup]:
+        """The groups holding a job of queue ``name`` (a group holds one shape,
+        whatever the queue)."""
+        return [g for g in self.groups.values() if any(job.queue == name for job in g.jobs)]
 
     # ------------------------------------------------------------------ jobs
 
@@ -206,13 +211,12 @@ class ClusterState:
         """Add a pending job (``resreq`` already parsed and validated; ``canonical``
         is ``str(resreq)`` when the caller has it at hand)."""
         job = self._new_job(ev, resreq, PENDING)
+        # What decides feasibility, nothing else: the requirement and the task
+        # counts. User, queue and project change nothing a session can place,
+        # so jobs of one shape share a group and a cache entry whoever submits
+        # them (per-user or per-queue limits would be a check of their own).
         job.fingerprint = self.fingerprint(
-            canonical if canonical is not None else str(resreq),
-            job.min_tasks,
-            job.max_tasks,
-            ev.user,
-            ev.queue,
-            ev.project,
+            canonical if canonical is not None else str(resreq), job.min_tasks, job.max_tasks
         )
         job.key = self.order_key(job, self.queue(ev.queue))
         group = self.groups.get(job.fingerprint)

@@ -46,6 +46,9 @@ VARIANTS = {
     "order": dict(resreq="select[type==a] order[mem] rusage[mem=10] span[hosts=1] same[rack]"),
     "tasks": dict(tasks=3),
     "min_tasks": dict(min=1),
+}
+# Who submits a job changes nothing a session can place: one shape, one group.
+IRRELEVANT = {
     "user": dict(user="v"),
     "queue": dict(queue="r"),
     "project": dict(project="o"),
@@ -61,6 +64,16 @@ def test_fingerprint_differs_in_any_one_field(field: str) -> None:
     jobs = core.state.jobs
     assert jobs["base"].fingerprint == jobs["same_again"].fingerprint
     assert jobs["base"].fingerprint != jobs["other"].fingerprint
+
+
+@pytest.mark.parametrize("field", sorted(IRRELEVANT))
+def test_fingerprint_ignores_who_submits(field: str) -> None:
+    core = SchedulerCore()
+    core.apply(submit("base", **BASE))  # type: ignore[arg-type]
+    core.apply(submit("other", **{**BASE, **IRRELEVANT[field]}))  # type: ignore[arg-type]
+    jobs = core.state.jobs
+    assert jobs["base"].fingerprint == jobs["other"].fingerprint
+    assert jobs["base"].group is jobs["other"].group
 
 
 async def test_jobs_differing_in_one_field_are_not_wrongly_pended() -> None:

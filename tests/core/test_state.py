@@ -176,3 +176,15 @@ async def test_removed_workers_do_not_leave_the_worker_table_growing() -> None:
     assert allocations(out) == {"j": [("keep", 1)]}
     assert len(core.state.workers) <= 2 * 64 + 2
     assert [w.index for w in core.state.live_workers()] == [0]
+
+
+async def test_queue_priority_reorders_jobs_of_one_shape_across_queues() -> None:
+    # Jobs of one shape share a group whatever their queue; a queue's new
+    # priority still moves its jobs ahead of the other queue's.
+    core = SchedulerCore()
+    events: list[object] = [up("a", 1)]
+    events += [submit("x1", queue="x"), submit("y1", queue="y"), submit("x2", queue="x")]
+    events += [QueueConfig(name="y", priority=10), GO]
+    out = await process_events(events, core=core)  # type: ignore[arg-type]
+    assert allocations(out) == {"y1": [("a", 1)]}
+    assert core.state.jobs["x1"].group is core.state.jobs["y1"].group

@@ -2,7 +2,7 @@
 checked against independent bookkeeping (``check_invariants``) as it goes.
 
 Run with ``python -m pytest -m slow tests/core/test_soak.py``; the number of
-events is ``XCE_SOAK_EVENTS`` (default 1,000,000; about ten minutes here).
+events is ``XCE_SOAK_EVENTS`` (default 1,000,000; under a minute here).
 """
 
 from __future__ import annotations

@@ -128,9 +128,12 @@ def fitting_plans(
     never pays the one pass over the candidates the check needs. A request
     whose first bucket carries per-job amounts is passed through unchanged.
     """
+    if request.first_want != request.want:
+        yield from plans
+        return
     caps: list[int] | None = None
     for tried, plan in enumerate(plans):
-        if tried >= after and request.first_want == request.want:
+        if tried >= after:
             if caps is None:
                 caps = sorted(host_capacities(ctx, request))
             if not can_fit(plan, caps):

@@ -161,11 +161,7 @@ class Dispatcher:
             # more tasks than the candidates can hold, so counts above that are
             # never tried (a 1..9,600-task job whose rusage no host can give
             # used to try all 9,600 counts, each over every host).
-            top = await prepared.most_tasks(usage, ctx)
-            if top > hi:
-                top = hi
-            if top > free_total:
-                top = free_total
+            top = min(hi, free_total, await prepared.most_tasks(usage, ctx))
             for n in range(top, lo - 1, -1):
                 shared: dict[str, float] | None = None
                 if usage.has_shared:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Final, TypeAlias
 
 from events import Decision, JobSubmitted, QueueConfig
-from xce_core._model import JobState
+from xce_core._model import PENDING, REJECTED
 from xce_core._state import ClusterState
 
 __all__ = [
@@ -54,9 +54,9 @@ def forget_partial_job(state: ClusterState, ev: JobSubmitted, pending_before: in
         # Best effort: the fault itself is what gets reported.
         with contextlib.suppress(Exception):
             state.job_rejected(ev)
-    elif job.state is JobState.PENDING:
+    elif job.state is PENDING:
         state.pending_count = pending_before
-        state.retire(job, JobState.REJECTED)  # the next compaction drops it
+        state.retire(job, REJECTED)  # the next compaction drops it
 
 
 def queue_config_or_nothing(state: ClusterState, ev: QueueConfig) -> None:

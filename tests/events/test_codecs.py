@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import msgspec
@@ -24,6 +23,7 @@ from events import (
     WorkerUp,
 )
 from tests import strategies as strat
+from tests.events.chunks import chunked, decode_all, frame
 
 FORMATS: tuple[EventFormat, ...] = ("ndjson", "msgpack")
 ROUND_TRIP = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -44,23 +44,6 @@ EVENT_STRATEGIES = {
     "event_rejected": strat.event_rejected_decisions,
     "session_end": strat.session_end_decisions,
 }
-
-
-def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
-    """``data`` split at the given offsets (taken modulo its length, in order)."""
-    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in itertools.pairwise(points)]
-
-
-def decode_all(decoder: EventDecoder[Any], chunks: list[bytes]) -> list[Any]:
-    out: list[Any] = []
-    for chunk in chunks:
-        out += decoder.feed(chunk)
-    return out + decoder.close()
-
-
-def frame(payload: bytes) -> bytes:
-    return len(payload).to_bytes(4, "big") + payload
 
 
 # ------------------------------------------------------------------ round trips

@@ -8,7 +8,6 @@ a bounded number of examples; ``-m slow`` runs many more, on larger inputs.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 
 from events import INPUT_TYPES, BadEvent, EventDecoder, EventEncoder, EventFormat
 from tests import strategies as strat
+from tests.events.chunks import chunked, decode_all
 from tests.events.reference import msgpack_alone, ndjson_alone
 
 QUICK = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -28,12 +28,7 @@ CUTS = st.lists(st.integers(0, 1 << 16), max_size=40)
 
 
 def decode_in_chunks(fmt: EventFormat, data: bytes, cuts: list[int]) -> list[Any]:
-    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    decoder = EventDecoder(fmt, max_frame=MAX_FRAME)
-    out: list[Any] = []
-    for start, stop in itertools.pairwise(points):
-        out += decoder.feed(data[start:stop])
-    return out + decoder.close()
+    return decode_all(EventDecoder(fmt, max_frame=MAX_FRAME), chunked(data, cuts))
 
 
 def check_agrees_with_reference(fmt: EventFormat, data: bytes, cuts: list[int]) -> list[Any]:

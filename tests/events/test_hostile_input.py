@@ -4,7 +4,6 @@ item (never a RecursionError), and decoding stays linear in small chunks."""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import msgspec
@@ -14,29 +13,13 @@ from hypothesis import strategies as st
 
 from events import BadEvent, EventDecoder, EventFormat, JobFinished, SessionBegin
 from tests import strategies as strat
+from tests.events.chunks import chunked, decode_all, frame
 from tests.events.reference import msgpack_alone, ndjson_alone
 
 HOSTILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SMALL_FRAME = 256  # so that "long" lines and oversize frames are common
 GOOD = b'{"type":"job_finished","job_id":"j"}'
 CUTS = st.lists(st.integers(0, 1 << 16), max_size=30)
-
-
-def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
-    """``data`` split at the given offsets (taken modulo its length, in order)."""
-    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in itertools.pairwise(points)]
-
-
-def decode_all(decoder: EventDecoder[Any], chunks: list[bytes]) -> list[Any]:
-    out: list[Any] = []
-    for chunk in chunks:
-        out += decoder.feed(chunk)
-    return out + decoder.close()
-
-
-def frame(payload: bytes) -> bytes:
-    return len(payload).to_bytes(4, "big") + payload
 
 
 def deep_json(depth: int) -> bytes:

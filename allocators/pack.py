@@ -27,6 +27,7 @@ class PackAllocator(Allocator):
     """Fewest hosts by current task capacity, then the balanced order."""
 
     name = "parjob_pack"
+    capacity_only = True
 
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
         return PlanStream(ctx, fitting_plans(_pack_then_balanced(request, ctx), request, ctx))

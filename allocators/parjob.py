@@ -18,6 +18,7 @@ class ParJobAllocator(Allocator):
     """Balanced partitions, fewest hosts first."""
 
     name = "parjob"
+    capacity_only = True
 
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
         span = request.primary.span

@@ -25,6 +25,7 @@ class SeqJobAllocator(Allocator):
     """Its plan iterator yields exactly one plan: ``(tasks,)`` on one host."""
 
     name = "seqjob"
+    capacity_only = True
 
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
         return PlanStream(ctx, iter(((request.tasks,),)))

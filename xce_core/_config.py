@@ -19,6 +19,10 @@ class SchedulerConfig:
     - ``unsatisfiable_cache``: the per-session cache of unsatisfiable requirements
       and fingerprint grouping; turning it off never changes which jobs start or
       where, only speed (a cache hit reports the original miss's pend category).
+    - ``sleep_blocked_groups``: a group of jobs proven unsatisfiable stays out of
+      later sessions until an event that could help it, or change why it
+      pends, wakes it (see :mod:`xce_core._sleep`); never changes a decision,
+      only what a session costs. Needs the cache; not used with strict FIFO.
     - ``batch_size``: jobs per message from the picker task to the allocator task.
     - ``yield_every``: iterator steps between full yields to the event loop.
     - ``session_interval``: for long-running consumers, run a session every so
@@ -30,6 +34,7 @@ class SchedulerConfig:
     parallel_allocator: str = "parjob"
     strict_fifo: bool = False
     unsatisfiable_cache: bool = True
+    sleep_blocked_groups: bool = True
     batch_size: int = 256
     yield_every: int = 64
     session_interval: float | None = None

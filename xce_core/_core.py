@@ -56,10 +56,11 @@ from xce_core._faults import (
     queue_config_or_nothing,
 )
 from xce_core._model import PENDING, Job, JobGroup, Queue
-from xce_core._order import BatchSink, Item, send_in_policy_order
+from xce_core._order import BatchSink, Item, PolicyOrder
 from xce_core._registry import Registry, default_registry
 from xce_core._results import PendReason, Reason, SessionStats
 from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
+from xce_core._sleep import Sleepers, watch
 from xce_core._state import ClusterState, EventInconsistent, task_problem
 from xce_core.resreq import parse_resreq
 
@@ -113,6 +114,20 @@ class SchedulerCore:
         self.clock: Clock = clock or MonotonicClock()
         self.registry.picker(self.config.picker)  # fail early on a bad name
         self._dispatcher = Dispatcher(self.config, self.registry)
+        config = self.config
+        self._order = PolicyOrder()
+        self._sleepers = Sleepers()
+        self._may_sleep = (
+            config.sleep_blocked_groups
+            and config.unsatisfiable_cache
+            and not config.strict_fifo
+            and all(
+                getattr(self.registry.allocator(name), "capacity_only", False)
+                for name in (config.sequential_allocator, config.parallel_allocator)
+            )
+        )
+        # Commits made by the running session when each fingerprint failed.
+        self._failed_at: dict[int, int] = {}
         self._picker_rank: dict[tuple[str, int], int] = {}
         self._canonical: dict[str, str] = {}
         self.state = ClusterState(self._order_key)
@@ -175,22 +190,30 @@ class SchedulerCore:
             match event:
                 case WorkerUp():
                     state.worker_up(event)
+                    self._sleepers.wake_all()
                 case WorkerDown(name=name):
                     state.worker_down(name)
+                    self._sleepers.wake_all()
                 case WorkerRemoved(name=name):
                     state.worker_removed(name)
+                    self._sleepers.wake_all()
                 case SharedResource():
                     state.shared_resource(event)
+                    self._sleepers.wake_all()
                 case JobSubmitted():
                     self._submit(event)
                 case JobFinished(job_id=job_id):
-                    state.job_finished(job_id)
+                    self._ended(state.job_finished(job_id))
                 case JobCancelled(job_id=job_id):
-                    state.job_cancelled(job_id)
+                    self._ended(state.job_cancelled(job_id))
                 case QueueConfig():
                     if event.picker is not None:
                         self.registry.picker(event.picker)
                     queue_config_or_nothing(state, event)
+                    # Order keys changed: every group rejoins the order afresh.
+                    self._sleepers.wake_all()
+                    self._sleepers.take_woken()
+                    self._order.broken = True  # rebuilt before the next session
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
         except XceError as exc:
@@ -235,6 +258,25 @@ class SchedulerCore:
             # A fault part of the way in (a picker's order_key, say).
             forget_partial_job(self.state, ev, pending)
             raise
+        group = job.group
+        assert group is not None
+        if group.asleep is not None:
+            self._sleepers.submitted(job)
+        else:
+            try:
+                self._order.submitted(job)
+            except Exception:
+                # Keys that do not compare (a picker breaking its contract):
+                # the job stands; the next session rebuilds the order, and
+                # reports the fault if the keys still do not compare.
+                self._order.broken = True
+
+    def _ended(self, job: Job) -> None:
+        """A job finished or was cancelled: what it freed may wake sleeping groups."""
+        if job.allocation:
+            self._sleepers.released(w for w, _ in job.allocation)
+        elif job.group is not None and job.group.asleep is not None:
+            self._sleepers.cancelled(job.group)
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         name = queue.picker or self.config.picker
@@ -288,18 +330,20 @@ class SchedulerCore:
         self._in_session = True
         self.changed = False
         asked_by, self._session_event = self._session_event, -1
+        complete = False
         try:
-            self._prepare_groups()
             # Strictly before any task starts.
             self.scratch.begin(stats.number, self.clock.now())
-            if not self.state.groups:
-                # Nothing pending: no picker or allocator to start. Still a
+            self._begin_groups(stats)
+            if not len(self._order):
+                # Nothing to cover: no picker or allocator to start. Still a
                 # checkpoint, so a loop of empty sessions stays cancellable.
                 await anyio.lowlevel.checkpoint()
-                return self._end_session(stats, started)
+                complete = True
+                return self._end_session(stats, started, complete)
             with anyio.CancelScope() as scope:
                 self._scope = scope
-                if self.state.pending_count <= self.config.batch_size:
+                if self.state.pending_count - len(self._sleepers) <= self.config.batch_size:
                     # A small session fits in one batch: starting two tasks would
                     # cost more than the session. The same picker and allocator
                     # code runs in this task, batch by batch.
@@ -309,15 +353,18 @@ class SchedulerCore:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._picker_task, send, stats)
                         tg.start_soon(self._allocator_task, receive, stats, tg.cancel_scope)
+            complete = not scope.cancel_called
         except Exception as exc:  # never a cancellation: those are BaseExceptions
+            self._order.broken = True  # a heap operation may have raised midway
             where = f"session {stats.number} stopped: "
             self._fault(exc, EventRejected(index=asked_by, error=internal_error_text(exc, where)))
         finally:
             if self._in_session:
-                end = self._end_session(stats, started)
+                end = self._end_session(stats, started, complete)
         return end
 
-    def _end_session(self, stats: SessionStats, started: float) -> SessionEnd:
+    def _end_session(self, stats: SessionStats, started: float, complete: bool) -> SessionEnd:
+        self._finish_groups(complete)
         self._scope = None
         self._in_session = False
         end = SessionEnd(
@@ -331,25 +378,62 @@ class SchedulerCore:
         self._drain_deferred()
         return end
 
-    def _prepare_groups(self) -> None:
-        groups = self.state.groups
-        empty = []
-        for fp, group in groups.items():
-            group.compact()
-            if not group.jobs:
-                empty.append(fp)
-        for fp in empty:
-            del groups[fp]
+    def _begin_groups(self, stats: SessionStats) -> None:
+        """Queue the groups woken since the last session (and, before a session
+        that may commit, the fragile sleepers: see :mod:`xce_core._sleep`); tell
+        members that joined a sleeping group why they pend; count every
+        sleeper as pended by this session."""
+        sleepers = self._sleepers
+        self._failed_at.clear()
+        if self._order.broken:
+            self._order.rebuild([g for g in self.state.groups.values() if g.asleep is None])
+        for group in sleepers.take_woken():
+            self._queue(group)
+        if len(self._order) and len(sleepers):
+            sleepers.wake_fragile()
+            for group in sleepers.take_woken():
+                self._queue(group)
+        for group in sleepers.unsettled.values():
+            members = [job for job in group.unsettled if job.state is PENDING]
+            group.unsettled = []
+            assert group.asleep is not None
+            self._pend(0, members, group.asleep, stats, cached=True)
+        sleepers.unsettled.clear()
+        stats.pended += sleepers.jobs
+        stats.cache_hits += sleepers.jobs
+
+    def _finish_groups(self, complete: bool) -> None:
+        """After a session: each group it covered is dropped (nothing pending),
+        put to sleep (proven unsatisfiable by a session that ran to its end,
+        when sleeping is allowed and safe), or queued for the next session."""
+        failed = self.scratch.cache.entries if complete and self._may_sleep else {}
+        commits = self.scratch.commits
+        consumables = self.state.consumables
+        for group in self._order.finish():
+            reason = failed.get(group.fingerprint) if group.live else None
+            if reason is not None:
+                group.begin()  # drop what this session started, while it is fresh
+                selects = watch(group.jobs[group.head].resreq, consumables)
+                # A fragile group sleeps only if nothing was committed after it
+                # failed: its category depends on how full its hosts are.
+                if selects is not None or self._failed_at.get(group.fingerprint) == commits:
+                    self._sleepers.sleep(group, reason, selects)
+                    continue
+            self._queue(group)
+
+    def _queue(self, group: JobGroup) -> None:
+        """Queue ``group`` for the next session; one with nothing pending is
+        forgotten (a later job of its shape starts a new group)."""
+        self._order.queue(group)
+        if not group.queued:
+            groups = self.state.groups
+            if groups.get(group.fingerprint) is group:
+                del groups[group.fingerprint]
 
     async def _picker_task(self, send: BatchSink, stats: SessionStats) -> None:
-        """The picker: pending jobs in policy order, in batches (:func:`send_in_policy_order`)."""
-        await send_in_policy_order(
-            self.state.groups.values(),
-            self.scratch.cache.entries,
-            send,
-            stats,
-            self.config.batch_size,
-        )
+        """The picker: queued groups' pending jobs in policy order, in batches
+        (:meth:`PolicyOrder.merge`)."""
+        await self._order.merge(self.scratch.cache.entries, send, stats, self.config.batch_size)
 
     async def _allocator_task(
         self,
@@ -399,6 +483,7 @@ class SchedulerCore:
                 if not allocated:
                     reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
                     cache.insert(job.fingerprint, reason)
+                    self._failed_at[job.fingerprint] = scratch.commits
                     self._pend(1, (job,), reason, stats, cached=False)
                 elif self._start(job, ctx, stats):
                     continue
@@ -434,8 +519,7 @@ class SchedulerCore:
             hosts = [HostSlots(host=worker.name, slots=slots)]
         else:
             hosts = [HostSlots(host=w.name, slots=n) for w, n in allocation]
-            slots = sum(n for _, n in allocation)
-        self.scratch.committed(slots)
+        self.scratch.committed()
         stats.allocated += 1
         self._outbox.append(JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts))
         return True
@@ -480,13 +564,15 @@ class SchedulerCore:
         jobs = group.jobs
         start = group.pos
         group.pos = len(jobs)
-        if group.settled_reason == reason.category and not group.dirty:
-            # Every member is pending (no member left since the last compaction)
-            # and reports this category already, except those added since the
-            # group last settled: only they are visited, so a steady session
-            # costs per group, not per job (B8 in benchmarks/bench_alloc.py).
+        # Members before ``start`` were covered one by one this session.
+        covered = sum(1 for job in islice(jobs, group.head, start) if job.state is PENDING)
+        if group.settled_reason == reason.category:
+            # Every pending member reports this category already, except those
+            # added since the group last settled: only they are visited, so a
+            # steady session costs per group, not per job (B8 in
+            # benchmarks/bench_alloc.py).
             stale = [job for job in group.unsettled if job.state is PENDING]
-            self._pend(len(jobs) - start, stale, reason, stats, cached=True)
+            self._pend(group.live - covered, stale, reason, stats, cached=True)
         else:
             members = [job for job in islice(jobs, start, None) if job.state is PENDING]
             self._pend(len(members), members, reason, stats, cached=True)

@@ -56,7 +56,7 @@ def forget_partial_job(state: ClusterState, ev: JobSubmitted, pending_before: in
             state.job_rejected(ev)
     elif job.state is PENDING:
         state.pending_count = pending_before
-        state.retire(job, REJECTED)  # the next compaction drops it
+        state.retire(job, REJECTED)  # its group drops it in a later session
 
 
 def queue_config_or_nothing(state: ClusterState, ev: QueueConfig) -> None:
@@ -75,4 +75,5 @@ def queue_config_or_nothing(state: ClusterState, ev: QueueConfig) -> None:
             for job, key in zip(jobs, keys, strict=True):
                 job.key = key
             group.jobs = jobs
+            group.head = 0
         raise

@@ -333,6 +333,12 @@ class Allocator(ABC):
     """
 
     name: ClassVar[str]
+    # True when this allocator's answer for a request depends only on the
+    # capacity of the candidate hosts and licences (not on time, randomness or
+    # anything outside the state), and it gives no reason of its own: then
+    # blocked groups may sleep across sessions (xce_core._sleep). The
+    # built-ins do; a plugin must opt in.
+    capacity_only: ClassVar[bool] = False
 
     @abstractmethod
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:

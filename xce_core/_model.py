@@ -6,12 +6,13 @@ nothing outside the core's synchronous methods changes them.
 
 from __future__ import annotations
 
+import bisect
 import enum
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xce_core._results import Want
+from xce_core._results import PendReason, Want
 from xce_core.resreq import ResReq, Value
 
 __all__ = [
@@ -301,35 +302,86 @@ class Job:
 
 
 class JobGroup:
-    """Pending jobs sharing a fingerprint, in policy order.
+    """Pending jobs sharing a fingerprint, in policy order, kept across sessions.
 
-    ``jobs[pos:]`` are the members a session has not yet covered. Members that
-    stopped being pending stay in the list until the next compaction.
-    ``settled_reason``: every pending member's last reported pend category, when
-    they all agree; ``unsettled`` lists members added since.
+    ``jobs[head:]`` holds every pending member, sorted by order key; members
+    that started or ended stay in the list as dead entries until :meth:`begin`
+    drops them (when they are many, so the cost is amortised O(1) per job),
+    and ``jobs[:head]`` are all dead. ``live`` counts the pending members.
+    Within a session ``jobs[pos:]`` are the members not yet covered.
+    ``settled_reason``: every pending member's last reported pend category,
+    when they all agree; ``unsettled`` lists members added since.
+
+    Across sessions (:mod:`xce_core._order`, :mod:`xce_core._sleep`): ``queued``
+    when the group has an entry in the policy order (``ticket`` names the
+    valid one, ``key`` its order key); ``asleep`` holds the reason while the
+    group sleeps; ``seen`` is the last session that covered it.
     """
 
-    __slots__ = ("dirty", "fingerprint", "gid", "jobs", "pos", "settled_reason", "unsettled")
+    __slots__ = (
+        "asleep",
+        "fingerprint",
+        "gid",
+        "head",
+        "jobs",
+        "key",
+        "live",
+        "pos",
+        "queued",
+        "seen",
+        "settled_reason",
+        "ticket",
+        "unsettled",
+    )
 
     def __init__(self, fingerprint: int, gid: int) -> None:
         self.fingerprint = fingerprint
         self.gid = gid
         self.jobs: list[Job] = []
+        self.head = 0
         self.pos = 0
-        self.dirty = False
+        self.live = 0
         self.settled_reason: str | None = None
         self.unsettled: list[Job] = []
+        self.queued = False
+        self.ticket = 0
+        self.key: tuple[Any, ...] = ()
+        self.asleep: PendReason | None = None
+        self.seen = 0
 
-    def compact(self) -> None:
-        """Drop members that are no longer pending and rewind to the start."""
-        if self.dirty:
-            self.jobs = [j for j in self.jobs if j.state is PENDING]
-            # Members that started or ended need no pend decision: without this
-            # a group whose jobs all start would hold every job it ever had.
+    def begin(self) -> None:
+        """Rewind to the first pending member (``pos`` = ``head``), dropping dead
+        members once they outnumber the live ones."""
+        jobs = self.jobs
+        dead = len(jobs) - self.live
+        if dead > self.live + 32:
+            self.jobs = jobs = [j for j in jobs if j.state is PENDING]
             if self.unsettled:
+                # Members that started or ended need no pend decision.
                 self.unsettled = [j for j in self.unsettled if j.state is PENDING]
-            self.dirty = False
-        self.pos = 0
+            self.head = 0
+        head = self.head
+        end = len(jobs)
+        while head < end and jobs[head].state is not PENDING:
+            head += 1
+        self.head = self.pos = head
+
+    def insert(self, job: Job) -> None:
+        """Add a pending member at its place in policy order."""
+        jobs = self.jobs
+        if not jobs or jobs[-1].key <= job.key:
+            jobs.append(job)
+        else:
+            at = bisect.bisect_right(jobs, job.key, key=_job_key)
+            jobs.insert(at, job)
+            if at < self.head:
+                self.head = at
+        self.unsettled.append(job)
+        self.live += 1
 
     def __repr__(self) -> str:
-        return f"JobGroup(fp={self.fingerprint}, jobs={len(self.jobs)})"
+        return f"JobGroup(fp={self.fingerprint}, live={self.live})"
+
+
+def _job_key(job: Job) -> tuple[Any, ...]:
+    return job.key

@@ -1,9 +1,17 @@
-"""The picker's merge: pending jobs of every group in policy order, in batches.
+"""The policy order of pending jobs, kept across sessions, and the picker's merge.
 
-Groups (jobs of one fingerprint, each list sorted by its order key) are merged
-through a heap keyed by each group's next pending job. A group whose
-fingerprint was proven unsatisfiable this session is handed over whole, so its
-jobs are pended together instead of one by one.
+:class:`PolicyOrder` is a heap with one entry per *queued* group (a group with
+pending members that the next session must cover), keyed by the group's first
+pending member. It is kept up to date as jobs arrive (:meth:`PolicyOrder.submitted`)
+and as sessions cover groups, not rebuilt per session: a session pops only the
+groups it covers, so its cost follows the groups it touches, and a session with
+nothing queued costs O(1). Entries go stale rather than being removed (a group
+re-queued gets a new ``ticket``; an entry whose ticket is not its group's is
+dropped when it surfaces), and a group whose first member changed since it was
+queued (that member started or was cancelled) is re-keyed when it surfaces.
+
+Sleeping groups (:mod:`xce_core._sleep`) are not queued; they rejoin the order
+when an event wakes them.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from typing import Any, Protocol
 from xce_core._model import PENDING, Job, JobGroup
 from xce_core._results import PendReason, SessionStats
 
-__all__ = ["BatchSink", "Item", "send_in_policy_order"]
+__all__ = ["BatchSink", "Item", "PolicyOrder"]
 
 Item = Job | JobGroup
 
@@ -38,47 +46,129 @@ class BatchSink(Protocol):
     ) -> Any: ...
 
 
-async def send_in_policy_order(
-    groups: Iterable[JobGroup],
-    failed: Mapping[int, PendReason],
-    send: BatchSink,
-    stats: SessionStats,
-    limit: int,
-) -> None:
-    """Merge ``groups`` in policy order into batches for ``send``; ``failed`` holds
-    the fingerprints proven unsatisfiable this session (read as it grows).
-    Batches start at 16 jobs and double up to ``limit`` (a strict-FIFO session
-    often stops early: ``stats.stopped_by_fifo`` ends the merge). Closes ``send``."""
-    batch_size = min(16, limit)
-    pending = PENDING
-    # Entries are the key's fields followed by (gid, group): one flat tuple
-    # compares in about half the time of (key, gid, group).
-    heap: list[tuple[Any, ...]] = [(*g.jobs[0].key, g.gid, g) for g in groups if g.jobs]
-    heapq.heapify(heap)
-    async with send:
-        batch: list[Item] = []
-        while heap:
-            group = heap[0][-1]
-            if group.fingerprint in failed:
-                heapq.heappop(heap)
-                batch.append(group)
-            else:
-                jobs = group.jobs
-                pos = group.pos
-                batch.append(jobs[pos])
-                pos += 1
-                while pos < len(jobs) and jobs[pos].state is not pending:
-                    pos += 1
-                group.pos = pos
-                if pos < len(jobs):
-                    heapq.heapreplace(heap, (*jobs[pos].key, group.gid, group))
-                else:
+class PolicyOrder:
+    """Queued groups in policy order (see the module docstring).
+
+    Entries are flat tuples: the order key's fields, then the group id (unique:
+    ties never reach the group), the ticket, the group. One flat tuple compares
+    in about half the time of ``(key, gid, group)``.
+    """
+
+    __slots__ = ("_heap", "broken", "touched")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[Any, ...]] = []
+        # Set when a heap operation raised (order keys that do not compare: a
+        # picker breaking its contract): the heap may have lost an entry, so
+        # the owner rebuilds it before the next session.
+        self.broken = False
+        # Groups the running (or last) session covered, each once.
+        self.touched: list[JobGroup] = []
+
+    def __len__(self) -> int:
+        """Entries held (stale ones included until they surface)."""
+        return len(self._heap)
+
+    def queue(self, group: JobGroup) -> None:
+        """(Re)queue ``group`` by its first pending member; a group with none
+        leaves the order."""
+        group.begin()
+        if group.pos >= len(group.jobs):
+            group.queued = False
+            return
+        key = group.jobs[group.pos].key
+        group.ticket += 1
+        group.queued = True
+        group.key = key
+        heapq.heappush(self._heap, (*key, group.gid, group.ticket, group))
+
+    def submitted(self, job: Job) -> None:
+        """A pending job joined its (awake) group: queue the group, or re-key it
+        when the job comes before the member it is queued by."""
+        group = job.group
+        assert group is not None
+        if not group.queued or job.key < group.key:
+            self.queue(group)
+
+    def rebuild(self, groups: Iterable[JobGroup]) -> None:
+        """Queue exactly ``groups`` (after order keys changed: a queue's priority
+        or picker)."""
+        for group in groups:
+            group.queued = False
+        self._heap = []
+        for group in groups:
+            self.queue(group)
+        self.broken = False
+
+    def finish(self) -> list[JobGroup]:
+        """End a session: the groups it covered (each to be re-queued or put to
+        sleep by the caller), forgotten here."""
+        touched, self.touched = self.touched, []
+        for group in touched:
+            group.queued = False  # any entry left is stale: the caller re-queues
+            group.ticket += 1
+        return touched
+
+    async def merge(
+        self,
+        failed: Mapping[int, PendReason],
+        send: BatchSink,
+        stats: SessionStats,
+        limit: int,
+    ) -> None:
+        """Send the queued groups' pending jobs in policy order, in batches, to
+        ``send``; ``failed`` holds the fingerprints proven unsatisfiable this
+        session (read as it grows): such a group is handed over whole, so its
+        jobs are pended together. Batches start at 16 jobs and double up to
+        ``limit`` (a strict-FIFO session often stops early:
+        ``stats.stopped_by_fifo`` ends the merge). Closes ``send``."""
+        batch_size = min(16, limit)
+        pending = PENDING
+        heap = self._heap
+        touched = self.touched
+        number = stats.number
+        async with send:
+            batch: list[Item] = []
+            while heap:
+                entry = heap[0]
+                group = entry[-1]
+                if entry[-2] != group.ticket:
+                    heapq.heappop(heap)  # stale: the group was re-queued since
+                    continue
+                if group.seen != number:
+                    # First time this session: rewind, and re-key if its first
+                    # member changed since it was queued.
+                    group.seen = number
+                    touched.append(group)
+                    group.begin()
+                    if group.pos >= len(group.jobs):
+                        heapq.heappop(heap)
+                        continue
+                    key = group.jobs[group.pos].key
+                    if key != group.key:
+                        group.key = key
+                        heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
+                        continue
+                if group.fingerprint in failed:
                     heapq.heappop(heap)
-            if len(batch) >= batch_size:
+                    batch.append(group)
+                else:
+                    jobs = group.jobs
+                    pos = group.pos
+                    batch.append(jobs[pos])
+                    pos += 1
+                    while pos < len(jobs) and jobs[pos].state is not pending:
+                        pos += 1
+                    group.pos = pos
+                    if pos < len(jobs):
+                        heapq.heapreplace(heap, (*jobs[pos].key, group.gid, group.ticket, group))
+                    else:
+                        heapq.heappop(heap)
+                if len(batch) >= batch_size:
+                    await send.send(batch)
+                    if stats.stopped_by_fifo:
+                        return
+                    batch = []
+                    batch_size = min(batch_size * 2, limit)
+            if batch:
                 await send.send(batch)
-                if stats.stopped_by_fifo:
-                    return
-                batch = []
-                batch_size = min(batch_size * 2, limit)
-        if batch:
-            await send.send(batch)

@@ -89,28 +89,56 @@ class StaticSelectMemo:
 
     def __init__(self, max_refs: int = 2_000_000) -> None:
         self.max_refs = max_refs
-        self._entries: dict[str | None, tuple[int, list[Worker]]] = {}
+        # text -> [version, hosts in canonical order, the same as a set or None]
+        self._entries: dict[str | None, list[Any]] = {}
         self._refs = 0
 
     def get(self, text: str | None, version: int) -> list[Worker] | None:
         """The hosts memoised for ``text`` at ``version``, or ``None``."""
+        entry = self._entry(text, version)
+        return None if entry is None else entry[1]
+
+    def members(self, text: str | None, version: int) -> set[Worker] | None:
+        """The hosts memoised for ``text`` at ``version`` as a set (made on
+        first use), or ``None``."""
+        entry = self._entry(text, version)
+        if entry is None:
+            return None
+        members: set[Worker] | None = entry[2]
+        if members is None:
+            members = set(entry[1])
+            # Counted as the entry's own, then the limit kept (this entry may
+            # go too: the caller still gets its set).
+            self._entries.pop(text)
+            self._refs -= len(entry[1])
+            self._shrink(len(members) + len(entry[1]))
+            entry[2] = members
+            self._entries[text] = entry
+            self._refs += len(members) + len(entry[1])
+        return members
+
+    def _entry(self, text: str | None, version: int) -> list[Any] | None:
         entry = self._entries.pop(text, None)
         if entry is None:
             return None
         self._entries[text] = entry  # most recently used last
-        return entry[1] if entry[0] == version else None
+        return entry if entry[0] == version else None
 
     def put(self, text: str | None, version: int, workers: list[Worker]) -> None:
         """Memoise ``workers`` for ``text``, evicting the least recently used."""
         old = self._entries.pop(text, None)
         if old is not None:
-            self._refs -= len(old[1])
-        entries = self._entries
-        while entries and self._refs + len(workers) > self.max_refs:
-            _, evicted = entries.pop(next(iter(entries)))
-            self._refs -= len(evicted)
-        entries[text] = (version, workers)
+            self._refs -= _entry_refs(old)
+        self._shrink(len(workers))
+        self._entries[text] = [version, workers, None]
         self._refs += len(workers)
+
+    def _shrink(self, room: int) -> None:
+        """Evict the least recently used entries until ``room`` more references fit."""
+        entries = self._entries
+        while entries and self._refs + room > self.max_refs:
+            evicted = entries.pop(next(iter(entries)))
+            self._refs -= _entry_refs(evicted)
 
     @property
     def refs(self) -> int:
@@ -119,6 +147,10 @@ class StaticSelectMemo:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _entry_refs(entry: list[Any]) -> int:
+    return len(entry[1]) + (len(entry[2]) if entry[2] is not None else 0)
 
 
 @dataclass(slots=True, eq=False)
@@ -144,9 +176,6 @@ class SessionScratch:
     _explained: dict[tuple[object, ...], PendReason] = field(default_factory=dict)
     _measured: bool = False
     _free_workers: list[Worker] = field(default_factory=list)
-    _usable_count: int = 0
-    _free_total: int = 0
-    _total_slots: int = 0
     _max_free: int = 0
 
     def begin(self, number: int, now: float = 0.0) -> None:
@@ -162,20 +191,23 @@ class SessionScratch:
         self.memo.clear()
         self._explained.clear()
         self._keys = 0
+        self._commits = 0
         self.pacer.count = 0
         self.pacer.interrupt = False
         self._measured = False
 
     def _measure(self) -> None:
-        # One pass over the workers, on first need: a session with nothing to
-        # allocate never pays it.
-        usable = [w for w in self.state.workers if w is not None and w.usable]
-        self._usable_count = len(usable)
-        self._free_workers = [w for w in usable if w.slots - w.used_slots > 0]
-        frees = [w.slots - w.used_slots for w in self._free_workers]
-        self._free_total = sum(frees)
-        self._max_free = max(frees, default=0)
-        self._total_slots = sum(w.slots for w in usable)
+        # The free hosts in canonical order, on first need: O(F log F) for F
+        # hosts with a free slot (the state keeps them, and every total, as
+        # capacity changes), so a busy cluster's session never walks the full
+        # ones, and a session with nothing to allocate pays nothing.
+        state = self.state
+        free = state.free_hosts
+        if len(free) * 8 < len(state.workers):
+            self._free_workers = sorted(free, key=_index)
+        else:  # most hosts are free: a walk in canonical order beats a sort
+            self._free_workers = [w for w in state.workers if w in free]
+        self._max_free = max((w.slots - w.used_slots for w in self._free_workers), default=0)
         self._measured = True
 
     @property
@@ -188,16 +220,12 @@ class SessionScratch:
     @property
     def usable_count(self) -> int:
         """Usable workers this session."""
-        if not self._measured:
-            self._measure()
-        return self._usable_count
+        return self.state.usable_count
 
     @property
     def free_total(self) -> int:
         """Free slots on usable workers, kept exact through the session's commits."""
-        if not self._measured:
-            self._measure()
-        return self._free_total
+        return self.state.free_total
 
     @property
     def max_free(self) -> int:
@@ -215,11 +243,14 @@ class SessionScratch:
             cursor = self.cursors[key] = HostCursor(cset.workers, bucket, want)
         return cursor
 
-    def committed(self, slots: int) -> None:
-        """Account for ``slots`` taken by a commit (keeps ``free_total`` exact)."""
+    @property
+    def commits(self) -> int:
+        """Commits made by this session so far."""
+        return self._commits
+
+    def committed(self) -> None:
+        """Count a commit (explanations are reused only until the next one)."""
         self._commits += 1
-        if self._measured:
-            self._free_total -= slots
 
     # ------------------------------------------------------------------ candidates
 
@@ -320,7 +351,20 @@ class SessionScratch:
 
     def _matching(self, select: SelectExpr | None) -> tuple[list[Worker], bool]:
         if select is None or self._is_static(select):
-            return self._static(select), False
+            workers = self._static(select)
+            if len(self.state.free_hosts) * 4 < len(workers):
+                free = self.free_workers
+                # A busy cluster: the free hosts that match, not every match
+                # (full ones cannot take work before the session ends). Keeps
+                # the host scans and explanations of a session after a few
+                # finishes proportional to the free hosts (B9 in
+                # benchmarks/bench_queue.py).
+                if select is None:
+                    return free, True
+                members = self.static_memo.members(select.text, self.state.worker_version)
+                assert members is not None  # made by _static() just above
+                return [w for w in free if w in members], True
+            return workers, False
         dyn = self._dynamic.get(select.text)
         if dyn is None:
             dyn = self._dynamic[select.text] = [
@@ -333,11 +377,11 @@ class SessionScratch:
     def cluster_full(self, tasks: int) -> PendReason:
         """The reason when the whole cluster has fewer free slots than ``tasks``."""
         free = max(self.free_total, 0)
-        if tasks > self._total_slots:
+        if tasks > self.state.usable_slots:
             # Never satisfiable as the cluster stands: say so, it is what to act on.
             return PendReason(
                 Reason.NOT_ENOUGH_SLOTS,
-                f"{_tasks(tasks)} wanted, more than the {self._total_slots} slots of all "
+                f"{_tasks(tasks)} wanted, more than the {self.state.usable_slots} slots of all "
                 f"usable hosts together ({free} free)",
             )
         return PendReason(
@@ -420,6 +464,10 @@ class SessionScratch:
         if unmatched:
             parts.append(f"{_hosts(unmatched)}: select not satisfied")
         return PendReason(category, "; ".join(parts))
+
+
+def _index(worker: Worker) -> int:
+    return worker.index
 
 
 def _hosts(n: int) -> str:

@@ -8,7 +8,6 @@ its use, simply has nothing free until jobs finish.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -96,6 +95,13 @@ class ClusterState:
         self.ended: dict[str, JobState] = {}
         self.groups: dict[int, JobGroup] = {}
         self.consumables: set[str] = set()
+        # Capacity totals over usable workers, kept exact by every change of a
+        # worker's slots, use or usability (so a session reads them in O(1)):
+        # ``free_hosts`` holds the usable workers with a free slot.
+        self.usable_count = 0
+        self.usable_slots = 0
+        self.free_total = 0
+        self.free_hosts: set[Worker] = set()
         # Bumped whenever the set of usable workers or their static attributes change:
         # memoised select results older than this are stale.
         self.worker_version = 0
@@ -137,10 +143,12 @@ class ClusterState:
             self.workers.append(w)
             self.by_name[ev.name] = w
         else:
+            self._uncount(w)
             w.slots = ev.slots
             w.attrs = dict(ev.attrs)
             w.resources = dict(ev.resources)
             w.usable = True
+        self._count(w)
         self.consumables.update(ev.resources)
         self.worker_version += 1
 
@@ -148,6 +156,7 @@ class ClusterState:
         """Make a worker unusable for new work. Idempotent."""
         w = self._worker(name)
         if w.usable:
+            self._uncount(w)
             w.usable = False
             self.worker_version += 1
 
@@ -160,6 +169,7 @@ class ClusterState:
                 f"worker {name!r} still runs {len(w.jobs)} job(s) ({running}); "
                 "finish or cancel them first (worker_down stops new work)"
             )
+        self._uncount(w)
         self.workers[w.index] = None
         del self.by_name[name]
         self.worker_version += 1
@@ -178,6 +188,44 @@ class ClusterState:
             w.index = index
         self.workers = list(live)
         self._holes = 0
+
+    def _count(self, w: Worker) -> None:
+        """Add a worker's capacity to the totals (after a change)."""
+        if w.usable:
+            self.usable_count += 1
+            self.usable_slots += w.slots
+            free = w.slots - w.used_slots
+            if free > 0:
+                self.free_total += free
+                self.free_hosts.add(w)
+
+    def _uncount(self, w: Worker) -> None:
+        """Take a worker's capacity out of the totals (before a change)."""
+        if w.usable:
+            self.usable_count -= 1
+            self.usable_slots -= w.slots
+            free = w.slots - w.used_slots
+            if free > 0:
+                self.free_total -= free
+                self.free_hosts.discard(w)
+
+    def _freed(self, w: Worker, slots: int) -> None:
+        """``slots`` of ``w`` were freed (taken, if negative), totals kept exact.
+        The same as _uncount, change, _count, in one call: a claim per host is
+        the hot path of a trace replay (benchmarks/bench_simulate.py)."""
+        before = w.slots - w.used_slots
+        w.used_slots -= slots
+        if w.usable:
+            after = before + slots
+            if before > 0:
+                if after > 0:
+                    self.free_total += slots
+                else:
+                    self.free_total -= before
+                    self.free_hosts.discard(w)
+            elif after > 0:
+                self.free_total += after
+                self.free_hosts.add(w)
 
     def _worker(self, name: str) -> Worker:
         w = self.by_name.get(name)
@@ -199,6 +247,7 @@ class ClusterState:
                 if job.queue == ev.name:
                     job.key = self.order_key(job, q)
             group.jobs.sort(key=_job_key)
+            group.head = 0
 
     def groups_of_queue(self, name: str) -> list[JobGroup]:
         """The groups holding a job of queue ``name`` (a group holds one shape,
@@ -224,11 +273,7 @@ class ClusterState:
             self._groups_made += 1
             group = self.groups[job.fingerprint] = JobGroup(job.fingerprint, self._groups_made)
         job.group = group
-        if not group.jobs or group.jobs[-1].key <= job.key:
-            group.jobs.append(job)
-        else:
-            bisect.insort(group.jobs, job, key=_job_key)
-        group.unsettled.append(job)
+        group.insert(job)
         self.pending_count += 1
         return job
 
@@ -254,12 +299,12 @@ class ClusterState:
 
     def retire(self, job: Job, state: JobState) -> None:
         """End a job that holds nothing (pending, or released): it leaves the live
-        jobs; its group drops it at the next compaction."""
+        jobs; its group (if it was pending) drops it in a later session."""
+        if job.state is PENDING and job.group is not None:
+            job.group.live -= 1
         job.state = state
         del self.jobs[job.job_id]
         self.ended[job.job_id] = state
-        if job.group is not None:
-            job.group.dirty = True
 
     def _new_job(self, ev: JobSubmitted, resreq: ResReq, state: JobState) -> Job:
         if self.known(ev.job_id):
@@ -321,7 +366,7 @@ class ClusterState:
 
     def _release(self, job: Job) -> None:
         for worker, slots, rusage in job.claims:
-            worker.used_slots -= slots
+            self._freed(worker, slots)
             for name, amount in rusage:
                 left = worker.used.get(name, 0.0) - amount
                 if left > AMOUNT_TOLERANCE:
@@ -376,7 +421,7 @@ class ClusterState:
         job_id = job.job_id
         allocation: list[tuple[Worker, int]] = []
         for worker, slots, need in per_host:
-            worker.used_slots += slots
+            self._freed(worker, -slots)
             worker.jobs.add(job_id)
             if need:
                 used = worker.used
@@ -395,7 +440,7 @@ class ClusterState:
         self.pending_count -= 1
         self.running_count += 1
         if job.group is not None:
-            job.group.dirty = True
+            job.group.live -= 1
 
 
 def _as_want(need: tuple[tuple[str, float], ...]) -> Want:

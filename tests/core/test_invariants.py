@@ -103,6 +103,12 @@ def check_invariants(core: SchedulerCore) -> None:
     states = Counter(job.state for job in state.jobs.values())
     assert states[JobState.PENDING] == state.pending_count
     assert states[JobState.RUNNING] == state.running_count
+    # The capacity totals the state keeps incrementally match a recount.
+    usable = [w for w in state.live_workers() if w.usable]
+    assert state.usable_count == len(usable)
+    assert state.usable_slots == sum(w.slots for w in usable)
+    assert state.free_total == sum(max(w.slots - w.used_slots, 0) for w in usable)
+    assert state.free_hosts == {w for w in usable if w.slots > w.used_slots}
     for job in state.jobs.values():
         if job.state is JobState.RUNNING:
             assert job.claims, job.job_id

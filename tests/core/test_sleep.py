@@ -1,0 +1,171 @@
+"""Blocked groups that sleep across sessions (xce_core._sleep): what wakes them,
+and that sleeping never changes a decision, pend categories included."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from events import (
+    Decision,
+    InputEvent,
+    JobAllocated,
+    JobCancelled,
+    JobFinished,
+    JobPended,
+    SessionBegin,
+    SessionEnd,
+    SharedResource,
+    WorkerDown,
+)
+from tests.core.test_invariants import RESREQS, check_invariants, to_events
+from tests.helpers import submit, up
+from xce_core import SchedulerConfig, SchedulerCore
+
+GO = SessionBegin()
+
+# Plain shapes (they sleep through commits) beside the fragile ones of the
+# invariant tests (rusage, order[], same[], compound parts, dynamic selects).
+SHAPES = [*RESREQS, "select[type==b]", "span[ptile=2]", "select[type==a] span[hosts=1]"]
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("up"),
+            st.sampled_from([f"w{i}" for i in range(5)]),
+            st.integers(0, 4),
+            st.sampled_from([0, 100, 300]),
+            st.sampled_from(["a", "b"]),
+        ),
+        st.tuples(st.just("down"), st.sampled_from([f"w{i}" for i in range(5)])),
+        st.tuples(st.just("remove"), st.sampled_from([f"w{i}" for i in range(5)])),
+        st.tuples(st.just("lic"), st.integers(0, 3)),
+        st.tuples(
+            st.just("submit"),
+            st.sampled_from(SHAPES),
+            st.integers(1, 5),
+            st.integers(0, 2),
+            st.integers(0, 2),
+        ),
+        st.tuples(st.just("finish"), st.integers(0, 40)),
+        st.tuples(st.just("cancel"), st.integers(0, 40)),
+        st.tuples(st.just("session")),
+        st.tuples(st.just("session")),
+    ),
+    min_size=1,
+    max_size=70,
+)
+
+
+def per_session(decisions: list[Decision]) -> list[Any]:
+    """Each session's allocations (with hosts), pends (with category) and
+    counts. Order within a session is not compared: a sleeping group's new
+    members are told at the session's start, an awake group's at its place in
+    policy order. Neither are ``cached`` (how a pend was found) or ``detail``
+    (the per-host text, written when the category was found)."""
+    sessions: dict[int, dict[str, Any]] = defaultdict(lambda: {"alloc": set(), "pend": set()})
+    for d in decisions:
+        if isinstance(d, JobAllocated):
+            hosts = tuple((h.host, h.slots) for h in d.hosts)
+            sessions[d.session]["alloc"].add((d.job_id, hosts))
+        elif isinstance(d, JobPended):
+            sessions[d.session]["pend"].add((d.job_id, d.reason))
+        elif isinstance(d, SessionEnd):
+            sessions[d.session]["end"] = (d.allocated, d.pended)
+    return sorted(
+        (n, sorted(s["alloc"]), sorted(s["pend"]), s.get("end")) for n, s in sessions.items()
+    )
+
+
+async def run(events: list[InputEvent], core: SchedulerCore) -> list[Decision]:
+    out: list[Decision] = []
+    for event in events:
+        if core.apply(event):
+            await core.run_session()
+            check_invariants(core)
+        out.extend(core.take_decisions())
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops, st.sampled_from([2, 256]))
+async def test_sleeping_never_changes_a_decision_or_a_category(
+    stream: list[tuple[Any, ...]], batch: int
+) -> None:
+    # batch_size 2: sessions run the picker and allocator as two tasks.
+    events = to_events(stream)
+    asleep = SchedulerCore(SchedulerConfig(batch_size=batch))
+    awake = SchedulerCore(SchedulerConfig(sleep_blocked_groups=False, batch_size=batch))
+    assert per_session(await run(events, asleep)) == per_session(await run(events, awake))
+
+
+async def test_a_blocked_group_sleeps_until_capacity_is_freed_on_a_host_it_can_use() -> None:
+    core = SchedulerCore()
+    events = [up("a1", 1, type="a"), up("b1", 1, type="b")]
+    events += [submit("ra", "select[type==a]"), submit("rb", "select[type==b]")]
+    events += [submit(f"wait{i}", "select[type==a]") for i in range(50)]
+    await run([*events, GO], core)
+    assert len(core._sleepers) == 1  # the type==a group, proven unsatisfiable
+    # Freeing a b host cannot help it: session 2 attempts nothing of it.
+    await run([JobFinished(job_id="rb"), GO], core)
+    assert core.last_session is not None
+    assert core.last_session.attempts == 0
+    assert core.last_session.pended == 50
+    # Freeing an a host wakes it: one starts, the rest pend.
+    out = await run([JobFinished(job_id="ra"), GO], core)
+    assert [d.job_id for d in out if isinstance(d, JobAllocated)] == ["wait0"]
+    assert core.last_session.pended == 49
+
+
+async def test_a_worker_going_down_wakes_sleepers_and_changes_their_category() -> None:
+    core = SchedulerCore()
+    out = await run([up("a1", 1, type="a"), submit("r", "select[type==a]"), submit("w"), GO], core)
+    assert [d.reason for d in out if isinstance(d, JobPended)] == ["not_enough_slots"]
+    out = await run([WorkerDown(name="a1"), GO], core)
+    assert [(d.job_id, d.reason) for d in out if isinstance(d, JobPended)] == [("w", "no_workers")]
+
+
+async def test_new_members_of_a_sleeping_group_are_told_why_they_pend() -> None:
+    core = SchedulerCore()
+    await run([up("a1", 1), submit("r"), submit("w0"), GO], core)
+    out = await run([submit("w1"), submit("w2"), GO], core)
+    pended = [(d.job_id, d.reason, d.cached) for d in out if isinstance(d, JobPended)]
+    assert pended == [("w1", "not_enough_slots", True), ("w2", "not_enough_slots", True)]
+    assert core.last_session is not None
+    assert (core.last_session.attempts, core.last_session.pended) == (0, 3)
+    # Cancelled members leave the count; the last one leaves the group.
+    await run([JobCancelled(job_id=j) for j in ("w0", "w1", "w2")] + [GO], core)
+    assert (core.last_session.pended, len(core._sleepers)) == (0, 0)
+    assert not core.state.groups
+
+
+async def test_a_licence_or_rusage_group_wakes_on_any_release_and_before_commits() -> None:
+    core = SchedulerCore()
+    events = [up("a1", 1, {"mem": 100.0}), up("a2", 1, {"mem": 100.0})]
+    events += [SharedResource(name="lic", total=1.0)]
+    events += [submit("hold", "rusage[lic=1]"), submit("l", "rusage[lic=1]"), GO]
+    await run(events, core)
+    # Fragile: the session committed "hold" before "l" failed? No: "l" failed
+    # after "hold" started, so nothing was committed after its failure.
+    assert len(core._sleepers) == 1
+    # A new job of another shape may commit: the licence group is woken
+    # first, so its category is worked out at its place, as without sleep.
+    await run([submit("other"), GO], core)
+    assert core.last_session is not None
+    assert core.last_session.attempts == 2
+
+
+@pytest.mark.parametrize("fifo", [True, False])
+async def test_nothing_sleeps_under_strict_fifo_or_without_the_cache(fifo: bool) -> None:
+    config = (
+        SchedulerConfig(strict_fifo=True) if fifo else SchedulerConfig(unsatisfiable_cache=False)
+    )
+    core = SchedulerCore(config)
+    await run([up("a1", 1), submit("r"), submit("w0"), GO, GO], core)
+    assert len(core._sleepers) == 0
+    assert core.last_session is not None
+    assert core.last_session.attempts == 1

@@ -42,12 +42,13 @@ from events import (
     WorkerRemoved,
     WorkerUp,
 )
+from xce_core._admission import ShapeCache
 from xce_core._cache import UnsatisfiableCache
 from xce_core._clock import Clock, MonotonicClock
 from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
-from xce_core._dispatch import Dispatcher, primary_fingerprints
-from xce_core._errors import ResReqSyntaxError, XceError
+from xce_core._dispatch import Dispatcher
+from xce_core._errors import XceError
 from xce_core._faults import (
     INTERNAL_ERROR,
     InternalErrorHook,
@@ -60,8 +61,7 @@ from xce_core._order import BatchSink, Item, send_in_policy_order
 from xce_core._registry import Registry, default_registry
 from xce_core._results import PendReason, Reason, SessionStats
 from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
-from xce_core._state import ClusterState, EventInconsistent, task_problem
-from xce_core.resreq import parse_resreq
+from xce_core._state import ClusterState, EventInconsistent
 
 __all__ = ["SchedulerCore"]
 
@@ -114,8 +114,8 @@ class SchedulerCore:
         self.registry.picker(self.config.picker)  # fail early on a bad name
         self._dispatcher = Dispatcher(self.config, self.registry)
         self._picker_rank: dict[tuple[str, int], int] = {}
-        self._canonical: dict[str, str] = {}
         self.state = ClusterState(self._order_key)
+        self._shapes = ShapeCache(self.state)
         self.scratch = SessionScratch(
             self.state,
             StaticSelectMemo(),
@@ -173,6 +173,8 @@ class SchedulerCore:
         state = self.state
         try:
             match event:
+                case JobSubmitted():  # first: nearly every event of a busy stream
+                    self._submit(event)
                 case WorkerUp():
                     state.worker_up(event)
                 case WorkerDown(name=name):
@@ -181,8 +183,6 @@ class SchedulerCore:
                     state.worker_removed(name)
                 case SharedResource():
                     state.shared_resource(event)
-                case JobSubmitted():
-                    self._submit(event)
                 case JobFinished(job_id=job_id):
                     state.job_finished(job_id)
                 case JobCancelled(job_id=job_id):
@@ -211,29 +211,23 @@ class SchedulerCore:
             self._on_internal_error(exc, decision)
 
     def _submit(self, ev: JobSubmitted) -> None:
-        if self.state.known(ev.job_id):
-            raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
-        try:
-            resreq = parse_resreq(ev.resreq)
-            problem = task_problem(resreq, *ev.task_range)
-        except ResReqSyntaxError as exc:
-            problem = f"bad resreq: {exc}"
-        if problem:
-            self.state.job_rejected(ev)
-            self._outbox.append(JobRejected(job_id=ev.job_id, error=problem))
+        state = self.state
+        job_id = ev.job_id
+        if job_id in state.jobs or job_id in state.ended:  # state.known(), inlined
+            raise EventInconsistent(f"duplicate job id {job_id!r}")
+        # Parsed, checked and fingerprinted once per distinct requirement text
+        # and task range: a repeat costs dictionary lookups (_admission.py).
+        shape = self._shapes.shape(ev)
+        if isinstance(shape, str):
+            state.job_rejected(ev)
+            self._outbox.append(JobRejected(job_id=job_id, error=shape))
             return
-        canonical = self._canonical.get(ev.resreq)
-        if canonical is None:
-            if len(self._canonical) >= 65536:
-                self._canonical.clear()
-            canonical = self._canonical[ev.resreq] = str(resreq)
-        pending = self.state.pending_count
+        pending = state.pending_count
         try:
-            job = self.state.job_submitted(ev, resreq, canonical)
-            job.primary_fps = primary_fingerprints(self.state, job)
+            state.job_submitted(ev, shape, self._shapes.origin(ev))
         except Exception:
             # A fault part of the way in (a picker's order_key, say).
-            forget_partial_job(self.state, ev, pending)
+            forget_partial_job(state, ev, pending)
             raise
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:

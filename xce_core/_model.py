@@ -317,8 +317,8 @@ class Job:
     fingerprints succeed or fail together within a session).
 
     Lean, because the core holds every pending job: what a job shares with others
-    of its shape (:class:`JobShape`: ``resreq``, ``resreq_text``, ``min_tasks``,
-    ``max_tasks``, ``primary_fps``) and of its submitter (:data:`Origin`:
+    of its shape (:class:`JobShape`: ``fingerprint``, ``resreq``, ``resreq_text``,
+    ``min_tasks``, ``max_tasks``, ``primary_fps``) and of its submitter (:data:`Origin`:
     ``user``, ``queue``, ``project``, ``priority``) is read through shared
     objects; these fields are read-only. The keyword constructor takes every
     field, as the dataclass it replaces did; the core builds jobs with
@@ -330,7 +330,6 @@ class Job:
         "_shape",
         "allocation",
         "claims",
-        "fingerprint",
         "group",
         "job_id",
         "key",
@@ -344,7 +343,6 @@ class Job:
     job_id: str
     submit_time: float
     seq: int
-    fingerprint: int
     key: tuple[Any, ...]
     state: JobState
     allocation: Sequence[tuple[Worker, int]]
@@ -381,7 +379,6 @@ class Job:
         self._origin = (user, queue, project, priority)
         self.submit_time = submit_time
         self.seq = seq
-        self.fingerprint = fingerprint
         self.key = key
         self.state = state
         self.allocation = allocation
@@ -402,8 +399,6 @@ class Job:
         job._origin = origin
         job.submit_time = submit_time
         job.seq = seq
-        # A copy of the shape's, in a slot: the allocator task reads it per job.
-        job.fingerprint = shape.fingerprint
         # Immutable empty defaults: no per-job allocations at ingest (hot path).
         job.key = ()
         job.state = PENDING
@@ -434,6 +429,10 @@ class Job:
     @property
     def priority(self) -> int:
         return self._origin[3]
+
+    @property
+    def fingerprint(self) -> int:
+        return self._shape.fingerprint
 
     @property
     def min_tasks(self) -> int:

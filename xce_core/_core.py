@@ -58,6 +58,7 @@ from xce_core._faults import (
 )
 from xce_core._model import PENDING, Job, JobGroup, Queue
 from xce_core._order import BatchSink, Item, send_in_policy_order
+from xce_core._pickers import Picker
 from xce_core._registry import Registry, default_registry
 from xce_core._results import PendReason, Reason, SessionStats
 from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
@@ -114,6 +115,7 @@ class SchedulerCore:
         self.registry.picker(self.config.picker)  # fail early on a bad name
         self._dispatcher = Dispatcher(self.config, self.registry)
         self._picker_rank: dict[tuple[str, int], int] = {}
+        self._pickers: dict[str, Picker] = {}
         self.state = ClusterState(self._order_key)
         self._shapes = ShapeCache(self.state)
         self.scratch = SessionScratch(
@@ -232,7 +234,12 @@ class SchedulerCore:
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         name = queue.picker or self.config.picker
-        key = self.registry.picker(name).order_key(job, queue)
+        # Looked up once per name (a registry never replaces a plugin): this
+        # runs for every job submitted.
+        picker = self._pickers.get(name)
+        if picker is None:
+            picker = self._pickers[name] = self.registry.picker(name)
+        key = picker.order_key(job, queue)
         # Flat, not nested: the picker's heap compares these tuples once per job.
         # The rank tells pickers (and, should a picker break its contract, key
         # lengths) apart, so fields of different pickers are never compared.

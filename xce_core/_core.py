@@ -42,12 +42,13 @@ from events import (
     WorkerRemoved,
     WorkerUp,
 )
+from xce_core._admission import ShapeCache
 from xce_core._cache import UnsatisfiableCache
 from xce_core._clock import Clock, MonotonicClock
 from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
-from xce_core._dispatch import Dispatcher, primary_fingerprints
-from xce_core._errors import ResReqSyntaxError, XceError
+from xce_core._dispatch import Dispatcher
+from xce_core._errors import XceError
 from xce_core._faults import (
     INTERNAL_ERROR,
     InternalErrorHook,
@@ -57,12 +58,12 @@ from xce_core._faults import (
 )
 from xce_core._model import PENDING, Job, JobGroup, Queue
 from xce_core._order import BatchSink, Item, PolicyOrder
+from xce_core._pickers import Picker
 from xce_core._registry import Registry, default_registry
 from xce_core._results import PendReason, Reason, SessionStats
 from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
 from xce_core._sleep import Sleepers, watch
-from xce_core._state import ClusterState, EventInconsistent, task_problem
-from xce_core.resreq import parse_resreq
+from xce_core._state import ClusterState, EventInconsistent
 
 __all__ = ["SchedulerCore"]
 
@@ -129,8 +130,9 @@ class SchedulerCore:
         # Commits made by the running session when each fingerprint failed.
         self._failed_at: dict[int, int] = {}
         self._picker_rank: dict[tuple[str, int], int] = {}
-        self._canonical: dict[str, str] = {}
+        self._pickers: dict[str, Picker] = {}
         self.state = ClusterState(self._order_key)
+        self._shapes = ShapeCache(self.state)
         self.scratch = SessionScratch(
             self.state,
             StaticSelectMemo(),
@@ -188,6 +190,8 @@ class SchedulerCore:
         state = self.state
         try:
             match event:
+                case JobSubmitted():  # first: nearly every event of a busy stream
+                    self._submit(event)
                 case WorkerUp():
                     state.worker_up(event)
                     self._sleepers.wake_all()
@@ -200,8 +204,6 @@ class SchedulerCore:
                 case SharedResource():
                     state.shared_resource(event)
                     self._sleepers.wake_all()
-                case JobSubmitted():
-                    self._submit(event)
                 case JobFinished(job_id=job_id):
                     self._ended(state.job_finished(job_id))
                 case JobCancelled(job_id=job_id):
@@ -234,29 +236,23 @@ class SchedulerCore:
             self._on_internal_error(exc, decision)
 
     def _submit(self, ev: JobSubmitted) -> None:
-        if self.state.known(ev.job_id):
-            raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
-        try:
-            resreq = parse_resreq(ev.resreq)
-            problem = task_problem(resreq, *ev.task_range)
-        except ResReqSyntaxError as exc:
-            problem = f"bad resreq: {exc}"
-        if problem:
-            self.state.job_rejected(ev)
-            self._outbox.append(JobRejected(job_id=ev.job_id, error=problem))
+        state = self.state
+        job_id = ev.job_id
+        if job_id in state.jobs or job_id in state.ended:  # state.known(), inlined
+            raise EventInconsistent(f"duplicate job id {job_id!r}")
+        # Parsed, checked and fingerprinted once per distinct requirement text
+        # and task range: a repeat costs dictionary lookups (_admission.py).
+        shape = self._shapes.shape(ev)
+        if isinstance(shape, str):
+            state.job_rejected(ev)
+            self._outbox.append(JobRejected(job_id=job_id, error=shape))
             return
-        canonical = self._canonical.get(ev.resreq)
-        if canonical is None:
-            if len(self._canonical) >= 65536:
-                self._canonical.clear()
-            canonical = self._canonical[ev.resreq] = str(resreq)
-        pending = self.state.pending_count
+        pending = state.pending_count
         try:
-            job = self.state.job_submitted(ev, resreq, canonical)
-            job.primary_fps = primary_fingerprints(self.state, job)
+            job = state.job_submitted(ev, shape, self._shapes.origin(ev))
         except Exception:
             # A fault part of the way in (a picker's order_key, say).
-            forget_partial_job(self.state, ev, pending)
+            forget_partial_job(state, ev, pending)
             raise
         group = job.group
         assert group is not None
@@ -280,7 +276,12 @@ class SchedulerCore:
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         name = queue.picker or self.config.picker
-        key = self.registry.picker(name).order_key(job, queue)
+        # Looked up once per name (a registry never replaces a plugin): this
+        # runs for every job submitted.
+        picker = self._pickers.get(name)
+        if picker is None:
+            picker = self._pickers[name] = self.registry.picker(name)
+        key = picker.order_key(job, queue)
         # Flat, not nested: the picker's heap compares these tuples once per job.
         # The rank tells pickers (and, should a picker break its contract, key
         # lengths) apart, so fields of different pickers are never compared.

@@ -16,7 +16,7 @@ import anyio.lowlevel
 from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
 from xce_core._iterators import PrimaryRequest
-from xce_core._model import AMOUNT_TOLERANCE, Job
+from xce_core._model import AMOUNT_TOLERANCE, Job, JobShape
 from xce_core._registry import Registry
 from xce_core._results import PendReason, Reason, Status, Want
 from xce_core._session import CandidateSet
@@ -28,8 +28,8 @@ __all__ = ["Dispatcher", "primary_fingerprints"]
 _OK = Status.OK
 
 
-def primary_fingerprints(state: ClusterState, job: Job) -> dict[int, int]:
-    """Fingerprint every primary of ``job`` (done once, at ingest)."""
+def primary_fingerprints(state: ClusterState, job: Job | JobShape) -> dict[int, int]:
+    """Fingerprint every primary of ``job`` (done once per shape, at ingest)."""
     if isinstance(job.resreq, Primary):
         return {id(job.resreq): job.fingerprint}
     fps: dict[int, int] = {}

@@ -10,7 +10,7 @@ import bisect
 import enum
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from xce_core._results import PendReason, Want
 from xce_core.resreq import ResReq, Value
@@ -24,7 +24,9 @@ __all__ = [
     "SLOTS",
     "Job",
     "JobGroup",
+    "JobShape",
     "JobState",
+    "Origin",
     "Queue",
     "Worker",
     "WorkerValues",
@@ -268,37 +270,197 @@ class Queue:
     picker: str | None = None
 
 
-@dataclass(slots=True, eq=False)
+class JobShape:
+    """What every job of one requirement text and task range shares: the parsed
+    requirement, its fingerprint, and the fingerprint of each primary in it.
+
+    Built once per distinct shape at ingest (see ``SchedulerCore._submit``) and
+    shared, never copied, by its jobs: a repeat submission costs a few dictionary
+    lookups and no per-job tree, dict or string. Not changed once its jobs hold it.
+    """
+
+    __slots__ = ("fingerprint", "max_tasks", "min_tasks", "primary_fps", "resreq", "resreq_text")
+
+    def __init__(
+        self,
+        resreq_text: str,
+        resreq: ResReq,
+        min_tasks: int,
+        max_tasks: int,
+        fingerprint: int = 0,
+        primary_fps: Mapping[int, int] = _EMPTY_FPS,
+    ) -> None:
+        self.resreq_text = resreq_text
+        self.resreq = resreq
+        self.min_tasks = min_tasks
+        self.max_tasks = max_tasks
+        self.fingerprint = fingerprint
+        # Fingerprint of each primary of the requirement, by id() of the Primary.
+        self.primary_fps = primary_fps
+
+    def __repr__(self) -> str:
+        return (
+            f"JobShape({self.resreq_text!r}, tasks={self.min_tasks}..{self.max_tasks},"
+            f" fp={self.fingerprint})"
+        )
+
+
+Origin: TypeAlias = tuple[str, str, str, int]
+"""Who submitted a job and where: ``(user, queue, project, priority)``, one tuple
+shared by the jobs that have the same."""
+
+
 class Job:
     """A job as the core tracks it.
 
     ``key`` is its position in policy order (smaller first), computed at ingest by
     its queue's picker; ``fingerprint`` identifies its satisfiability class (equal
     fingerprints succeed or fail together within a session).
+
+    Lean, because the core holds every pending job: what a job shares with others
+    of its shape (:class:`JobShape`: ``fingerprint``, ``resreq``, ``resreq_text``,
+    ``min_tasks``, ``max_tasks``, ``primary_fps``) and of its submitter (:data:`Origin`:
+    ``user``, ``queue``, ``project``, ``priority``) is read through shared
+    objects; these fields are read-only. The keyword constructor takes every
+    field, as the dataclass it replaces did; the core builds jobs with
+    :meth:`admit`.
     """
 
+    __slots__ = (
+        "_origin",
+        "_shape",
+        "allocation",
+        "claims",
+        "group",
+        "job_id",
+        "key",
+        "last_reason",
+        "seq",
+        "shared_claims",
+        "state",
+        "submit_time",
+    )
+
     job_id: str
-    user: str
-    queue: str
-    project: str
-    priority: int
     submit_time: float
-    min_tasks: int
-    max_tasks: int
-    resreq_text: str
-    resreq: ResReq
     seq: int
-    fingerprint: int = 0
-    key: tuple[Any, ...] = ()
-    state: JobState = PENDING
-    # Immutable empty defaults: no per-job allocations at ingest (hot path).
-    allocation: Sequence[tuple[Worker, int]] = ()
-    claims: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]] = ()
-    shared_claims: Mapping[str, float] = _EMPTY
-    last_reason: str | None = None
-    group: JobGroup | None = None
-    # Fingerprint of each primary of the resreq, by id() of the Primary object.
-    primary_fps: Mapping[int, int] = _EMPTY_FPS
+    key: tuple[Any, ...]
+    state: JobState
+    allocation: Sequence[tuple[Worker, int]]
+    claims: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]]
+    shared_claims: Mapping[str, float]
+    last_reason: str | None
+    group: JobGroup | None
+
+    def __init__(
+        self,
+        job_id: str,
+        user: str,
+        queue: str,
+        project: str,
+        priority: int,
+        submit_time: float,
+        min_tasks: int,
+        max_tasks: int,
+        resreq_text: str,
+        resreq: ResReq,
+        seq: int,
+        fingerprint: int = 0,
+        key: tuple[Any, ...] = (),
+        state: JobState = PENDING,
+        allocation: Sequence[tuple[Worker, int]] = (),
+        claims: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]] = (),
+        shared_claims: Mapping[str, float] = _EMPTY,
+        last_reason: str | None = None,
+        group: JobGroup | None = None,
+        primary_fps: Mapping[int, int] = _EMPTY_FPS,
+    ) -> None:
+        self.job_id = job_id
+        self._shape = JobShape(resreq_text, resreq, min_tasks, max_tasks, fingerprint, primary_fps)
+        self._origin = (user, queue, project, priority)
+        self.submit_time = submit_time
+        self.seq = seq
+        self.key = key
+        self.state = state
+        self.allocation = allocation
+        self.claims = claims
+        self.shared_claims = shared_claims
+        self.last_reason = last_reason
+        self.group = group
+
+    @classmethod
+    def admit(
+        cls, job_id: str, shape: JobShape, origin: Origin, submit_time: float, seq: int
+    ) -> Job:
+        """A new pending job of ``shape`` from ``origin`` (both shared, not copied);
+        its ``key`` and ``group`` are the caller's to set."""
+        job = cls.__new__(cls)
+        job.job_id = job_id
+        job._shape = shape
+        job._origin = origin
+        job.submit_time = submit_time
+        job.seq = seq
+        # Immutable empty defaults: no per-job allocations at ingest (hot path).
+        job.key = ()
+        job.state = PENDING
+        job.allocation = ()
+        job.claims = ()
+        job.shared_claims = _EMPTY
+        job.last_reason = None
+        job.group = None
+        return job
+
+    @property
+    def shape(self) -> JobShape:
+        """What the job shares with every job of its requirement and task range."""
+        return self._shape
+
+    @property
+    def user(self) -> str:
+        return self._origin[0]
+
+    @property
+    def queue(self) -> str:
+        return self._origin[1]
+
+    @property
+    def project(self) -> str:
+        return self._origin[2]
+
+    @property
+    def priority(self) -> int:
+        return self._origin[3]
+
+    @property
+    def fingerprint(self) -> int:
+        return self._shape.fingerprint
+
+    @property
+    def min_tasks(self) -> int:
+        return self._shape.min_tasks
+
+    @property
+    def max_tasks(self) -> int:
+        return self._shape.max_tasks
+
+    @property
+    def resreq_text(self) -> str:
+        return self._shape.resreq_text
+
+    @property
+    def resreq(self) -> ResReq:
+        return self._shape.resreq
+
+    @property
+    def primary_fps(self) -> Mapping[int, int]:
+        """Fingerprint of each primary of the requirement, by id() of the Primary."""
+        return self._shape.primary_fps
+
+    def __repr__(self) -> str:
+        return (
+            f"Job({self.job_id!r}, {self.state.value}, resreq={self.resreq_text!r},"
+            f" tasks={self.min_tasks}..{self.max_tasks}, fp={self.fingerprint})"
+        )
 
 
 class JobGroup:

@@ -22,7 +22,9 @@ from xce_core._model import (
     SLOTS,
     Job,
     JobGroup,
+    JobShape,
     JobState,
+    Origin,
     Queue,
     Worker,
     shortfall,
@@ -256,22 +258,28 @@ class ClusterState:
 
     # ------------------------------------------------------------------ jobs
 
-    def job_submitted(self, ev: JobSubmitted, resreq: ResReq, canonical: str | None = None) -> Job:
-        """Add a pending job (``resreq`` already parsed and validated; ``canonical``
-        is ``str(resreq)`` when the caller has it at hand)."""
-        job = self._new_job(ev, resreq, PENDING)
+    def job_submitted(self, ev: JobSubmitted, shape: JobShape, origin: Origin) -> Job:
+        """Add a pending job of ``shape`` (its requirement parsed and validated, its
+        fingerprint set, see :meth:`fingerprint`) submitted from ``origin``
+        (``(ev.user, ev.queue, ev.project, ev.priority)``, or an equal tuple to
+        share). Raises :class:`EventInconsistent` for a known id."""
+        job_id = ev.job_id
+        if job_id in self.jobs or job_id in self.ended:
+            raise EventInconsistent(f"duplicate job id {job_id!r}")
+        self._seq += 1
+        job = self.jobs[job_id] = Job.admit(job_id, shape, origin, ev.submit_time, self._seq)
         # What decides feasibility, nothing else: the requirement and the task
-        # counts. User, queue and project change nothing a session can place,
-        # so jobs of one shape share a group and a cache entry whoever submits
-        # them (per-user or per-queue limits would be a check of their own).
-        job.fingerprint = self.fingerprint(
-            canonical if canonical is not None else str(resreq), job.min_tasks, job.max_tasks
-        )
-        job.key = self.order_key(job, self.queue(ev.queue))
-        group = self.groups.get(job.fingerprint)
+        # counts (the shape's fingerprint). User, queue and project change
+        # nothing a session can place, so jobs of one shape share a group and a
+        # cache entry whoever submits them (per-user or per-queue limits would
+        # be a check of their own).
+        queue = self.queues.get(origin[1])
+        job.key = self.order_key(job, queue if queue is not None else self.queue(origin[1]))
+        fp = job.fingerprint
+        group = self.groups.get(fp)
         if group is None:
             self._groups_made += 1
-            group = self.groups[job.fingerprint] = JobGroup(job.fingerprint, self._groups_made)
+            group = self.groups[fp] = JobGroup(fp, self._groups_made)
         job.group = group
         group.insert(job)
         self.pending_count += 1
@@ -306,28 +314,11 @@ class ClusterState:
         del self.jobs[job.job_id]
         self.ended[job.job_id] = state
 
-    def _new_job(self, ev: JobSubmitted, resreq: ResReq, state: JobState) -> Job:
-        if self.known(ev.job_id):
-            raise EventInconsistent(f"duplicate job id {ev.job_id!r}")
-        self._seq += 1
-        job = self.jobs[ev.job_id] = Job(
-            job_id=ev.job_id,
-            user=ev.user,
-            queue=ev.queue,
-            project=ev.project,
-            priority=ev.priority,
-            submit_time=ev.submit_time,
-            min_tasks=ev.task_range[0],
-            max_tasks=ev.max_tasks,
-            resreq_text=ev.resreq,
-            resreq=resreq,
-            seq=self._seq,
-            state=state,
-        )
-        return job
-
     def fingerprint(self, *fields: Any) -> int:
-        """Intern a satisfiability key as a small int (O(1) cache lookups later)."""
+        """Intern a satisfiability key as a small int (O(1) cache lookups later).
+
+        A job's is that of ``(canonical requirement text, min_tasks, max_tasks)``;
+        the core computes it once per :class:`JobShape`, not per job."""
         fp = self._fingerprints.get(fields)
         if fp is None:
             fp = self._fingerprints[fields] = len(self._fingerprints) + 1

@@ -80,6 +80,37 @@ def lines(*events: msgspec.Struct | str) -> bytes:
 WORKER = WorkerUp(name="h1", slots=4)
 
 
+async def test_a_bad_line_amid_a_chunk_of_submissions_costs_only_itself() -> None:
+    # One chunk, decoded as one batch until the bad lines split it: each is
+    # rejected with its own index and line, every good line around it applies.
+    good = [
+        b'{"type":"job_submitted","job_id":"j%d","user":"u%d","queue":"normal",'
+        b'"resreq":"select[type==a] rusage[mem=100]","max_tasks":1,"submit_time":%d.0}'
+        % (i, i % 7, i)
+        for i in range(600)
+    ]
+    bad = [
+        b'{"type":"job_submitted","job_id":"x1","max_tasks":0}',  # out of bounds
+        b'{"type":"job_submitted","job_id":',  # malformed
+        b'{"type":"job_submitted","job_id":"x2"} {"type":"session_begin"}',  # two values
+    ]
+    positions = [100, 300, 301]
+    items = list(good)
+    for pos, line in zip(positions, bad, strict=True):
+        items.insert(pos, line)
+    out = Output()
+    core = SchedulerCore()
+    data = b"\n".join(items) + b"\n"
+    assert await consume(ChunkStream(data), core, out, format="ndjson") == EXIT_OK
+    assert core.state.pending_count == 600
+    assert all(f"j{i}" in core.state.jobs for i in range(600))
+    rejected = out.decisions()
+    assert all(isinstance(d, EventRejected) for d in rejected)
+    assert [(d.index, d.line) for d in rejected if isinstance(d, EventRejected)] == [
+        (pos, pos + 1) for pos in positions
+    ]
+
+
 async def test_bad_lines_are_rejected_in_place_and_nothing_good_is_lost() -> None:
     data = lines(
         WORKER,

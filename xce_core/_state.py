@@ -8,6 +8,7 @@ its use, simply has nothing free until jobs finish.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -104,6 +105,8 @@ class ClusterState:
         self.usable_slots = 0
         self.free_total = 0
         self.free_hosts: set[Worker] = set()
+        # Usable workers by slot count (for the largest: a bound on free slots).
+        self.slot_sizes: Counter[int] = Counter()
         # Bumped whenever the set of usable workers or their static attributes change:
         # memoised select results older than this are stale.
         self.worker_version = 0
@@ -196,6 +199,7 @@ class ClusterState:
         if w.usable:
             self.usable_count += 1
             self.usable_slots += w.slots
+            self.slot_sizes[w.slots] += 1
             free = w.slots - w.used_slots
             if free > 0:
                 self.free_total += free
@@ -206,6 +210,10 @@ class ClusterState:
         if w.usable:
             self.usable_count -= 1
             self.usable_slots -= w.slots
+            sizes = self.slot_sizes
+            sizes[w.slots] -= 1
+            if not sizes[w.slots]:
+                del sizes[w.slots]
             free = w.slots - w.used_slots
             if free > 0:
                 self.free_total -= free

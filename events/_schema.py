@@ -77,6 +77,8 @@ Priority = Annotated[int, Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
 Amount = Annotated[float, Meta(ge=0, le=MAX_AMOUNT)]
 # Finite: NaN fails both comparisons, infinities one of them.
 FiniteFloat = Annotated[float, Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+# A run limit in seconds (``bsub -W``): positive and finite.
+RunLimit = Annotated[float, Meta(gt=0, le=sys.float_info.max)]
 Int64 = Annotated[int, Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 AttrValue: TypeAlias = Text | bool | Int64 | FiniteFloat
 Attrs = Annotated[dict[Text, AttrValue], Meta(max_length=MAX_ENTRIES)]
@@ -131,6 +133,10 @@ class JobSubmitted(_Event, tag="job_submitted", frozen=True):
     many tasks (``min_tasks`` omitted or null means "equal to max_tasks");
     ``min_tasks < max_tasks`` asks for anything from min to max (``-n min,max``).
     Use :attr:`task_range` for the effective pair.
+
+    ``run_limit`` (seconds, like ``bsub -W``) is the job's estimated run time
+    for backfill planning (``SchedulerConfig.backfill``); null means none: the
+    job never ends as far as planning knows.
     """
 
     job_id: Name
@@ -142,6 +148,7 @@ class JobSubmitted(_Event, tag="job_submitted", frozen=True):
     min_tasks: Tasks | None = None
     max_tasks: Tasks = 1
     resreq: ResReqText = ""
+    run_limit: RunLimit | None = None
 
     @property
     def task_range(self) -> tuple[int, int]:
@@ -217,6 +224,17 @@ class JobPended(_Event, tag="job_pended", frozen=True):
     cached: bool = False
 
 
+class JobReserved(_Event, tag="job_reserved", frozen=True):
+    """Backfill: the job's planned start time (on the core's clock) and the
+    capacity held for it then, sent when a reservation is made or moves (like
+    ``squeue --start``). The job also stays pending (``job_pended``)."""
+
+    session: int
+    job_id: str
+    start: float
+    hosts: list[HostSlots]
+
+
 class JobRejected(_Event, tag="job_rejected", frozen=True):
     """The job can never run as submitted (bad resreq, impossible task counts)."""
 
@@ -245,7 +263,9 @@ class SessionEnd(_Event, tag="session_end", frozen=True):
     elapsed_s: float
 
 
-Decision: TypeAlias = JobAllocated | JobPended | JobRejected | EventRejected | SessionEnd
+Decision: TypeAlias = (
+    JobAllocated | JobPended | JobRejected | EventRejected | SessionEnd | JobReserved
+)
 WireEvent: TypeAlias = InputEvent | Decision
 
 INPUT_TYPES: tuple[type[Struct], ...] = (
@@ -265,6 +285,7 @@ DECISION_TYPES: tuple[type[Struct], ...] = (
     JobRejected,
     EventRejected,
     SessionEnd,
+    JobReserved,
 )
 
 

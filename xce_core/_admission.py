@@ -88,7 +88,7 @@ class ShapeCache:
         return shape
 
     def origin(self, ev: JobSubmitted) -> Origin:
-        """``(user, queue, project, priority)`` of ``ev``, as the one tuple shared by
+        """``(user, queue, project, priority, run_limit)`` of ``ev``, as the one tuple shared by
         every job submitted with the same (its strings too)."""
         origin = self._by_user.get(ev.user)
         if (
@@ -96,9 +96,10 @@ class ShapeCache:
             and origin[1] == ev.queue
             and origin[2] == ev.project
             and origin[3] == ev.priority
+            and origin[4] == ev.run_limit
         ):
             return origin
-        key = (ev.user, ev.queue, ev.project, ev.priority)
+        key = (ev.user, ev.queue, ev.project, ev.priority, ev.run_limit)
         origin = self._origins.get(key)
         if origin is None:
             if len(self._origins) >= ORIGINS_HELD:

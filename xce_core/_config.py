@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SchedulerConfig"]
+__all__ = ["BACKFILL_MODES", "SchedulerConfig"]
+
+BACKFILL_MODES = ("none", "easy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,12 @@ class SchedulerConfig:
       later sessions until an event that could help it, or change why it
       pends, wakes it (see :mod:`xce_core._sleep`); never changes a decision,
       only what a session costs. Needs the cache; not used with strict FIFO.
+    - ``backfill``: ``"none"`` (LSF's default: a job that cannot start does not
+      hold back later ones), ``"easy"`` (the first job that cannot start gets
+      a reservation from the running jobs' run limits; later jobs start only
+      if they cannot delay it; see :mod:`xce_core._backfill`). With backfill,
+      ``strict_fifo`` is not used: a job that cannot start stops the in-order
+      starts either way, and later jobs may only backfill.
     - ``batch_size``: jobs per message from the picker task to the allocator task.
     - ``yield_every``: iterator steps between full yields to the event loop.
     - ``session_interval``: for long-running consumers, run a session every so
@@ -35,11 +43,16 @@ class SchedulerConfig:
     strict_fifo: bool = False
     unsatisfiable_cache: bool = True
     sleep_blocked_groups: bool = True
+    backfill: str = "none"
     batch_size: int = 256
     yield_every: int = 64
     session_interval: float | None = None
 
     def __post_init__(self) -> None:
+        if self.backfill not in BACKFILL_MODES:
+            raise ValueError(
+                f"backfill must be one of {', '.join(BACKFILL_MODES)}, not {self.backfill!r}"
+            )
         if self.batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if self.yield_every < 1:

@@ -14,6 +14,7 @@ Cancellation is never caught.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from itertools import islice
@@ -33,6 +34,7 @@ from events import (
     JobFinished,
     JobPended,
     JobRejected,
+    JobReserved,
     JobSubmitted,
     QueueConfig,
     SessionBegin,
@@ -43,6 +45,7 @@ from events import (
     WorkerUp,
 )
 from xce_core._admission import ShapeCache
+from xce_core._backfill import Planner, Reservation
 from xce_core._cache import UnsatisfiableCache
 from xce_core._clock import Clock, MonotonicClock
 from xce_core._config import SchedulerConfig
@@ -120,6 +123,7 @@ class SchedulerCore:
         self._sleepers = Sleepers()
         self._may_sleep = (
             config.sleep_blocked_groups
+            and config.backfill == "none"  # the head must be seen every session
             and config.unsatisfiable_cache
             and not config.strict_fifo
             and all(
@@ -129,6 +133,8 @@ class SchedulerCore:
         )
         # Commits made by the running session when each fingerprint failed.
         self._failed_at: dict[int, int] = {}
+        self._reservation: Reservation | None = None  # this session's head
+        self._announced: tuple[str, float, tuple[tuple[str, int], ...]] | None = None
         self._picker_rank: dict[tuple[str, int], int] = {}
         self._pickers: dict[str, Picker] = {}
         self.state = ClusterState(self._order_key)
@@ -138,6 +144,11 @@ class SchedulerCore:
             StaticSelectMemo(),
             UnsatisfiableCache(enabled=self.config.unsatisfiable_cache),
             pacer=Pacer(self.config.yield_every),
+        )
+        self._planner = (
+            Planner(self.state, self._dispatcher, self.scratch)
+            if self.config.backfill != "none"
+            else None
         )
         self._outbox: list[Decision] = []
         self._deferred: list[tuple[int, InputEvent]] = []
@@ -366,6 +377,8 @@ class SchedulerCore:
 
     def _end_session(self, stats: SessionStats, started: float, complete: bool) -> SessionEnd:
         self._finish_groups(complete)
+        self._announce_reservation(stats)
+        self._reservation = None
         self._scope = None
         self._in_session = False
         end = SessionEnd(
@@ -486,12 +499,37 @@ class SchedulerCore:
                     cache.insert(job.fingerprint, reason)
                     self._failed_at[job.fingerprint] = scratch.commits
                     self._pend(1, (job,), reason, stats, cached=False)
+                    if self._planner is not None and self._reservation is None:
+                        # The first job that cannot start: the head (_backfill.py).
+                        self._reservation = await self._planner.reserve(job, scratch.now)
+                elif self._reservation is not None and not await self._planner_allows(job, ctx):
+                    reason = self._reservation.blocks()
+                    self._pend(1, (job,), reason, stats, cached=False)
+                    continue
                 elif self._start(job, ctx, stats):
                     continue
-            if self.config.strict_fifo:
+            if self.config.strict_fifo and self._planner is None:
                 stats.stopped_by_fifo = True
                 return False
         return True
+
+    async def _planner_allows(self, job: Job, ctx: SchedContext) -> bool:
+        assert self._planner is not None
+        assert self._reservation is not None
+        return await self._planner.allows(self._reservation, job, ctx, self.scratch.now)
+
+    def _announce_reservation(self, stats: SessionStats) -> None:
+        """Send the head's ``job_reserved`` when its reservation is new or moved."""
+        res = self._reservation
+        if res is None or res.start == math.inf:
+            return
+        said = (res.job.job_id, res.start, tuple(res.hosts()))
+        if said != self._announced:
+            self._announced = said
+            hosts = [HostSlots(host=name, slots=n) for name, n in said[2]]
+            self._outbox.append(
+                JobReserved(session=stats.number, job_id=said[0], start=res.start, hosts=hosts)
+            )
 
     def _pend_on_fault(self, job: Job, exc: Exception, stats: SessionStats) -> None:
         """Pend ``job`` after a fault in its attempt (not cached: it may be this
@@ -510,7 +548,7 @@ class SchedulerCore:
     def _start(self, job: Job, ctx: SchedContext, stats: SessionStats) -> bool:
         """Commit a successful attempt (one synchronous step) and report it."""
         try:
-            self.state.commit(job, ctx.journal, ctx.shared)
+            self.state.commit(job, ctx.journal, ctx.shared, self.scratch.now)
         except Exception as exc:  # a bug, not bad input: keep running, say so
             self._pend_on_fault(job, exc, stats)
             return False

@@ -305,7 +305,7 @@ class JobShape:
         )
 
 
-Origin: TypeAlias = tuple[str, str, str, int]
+Origin: TypeAlias = tuple[str, str, str, int, float | None]
 """Who submitted a job and where: ``(user, queue, project, priority)``, one tuple
 shared by the jobs that have the same."""
 
@@ -374,10 +374,11 @@ class Job:
         last_reason: str | None = None,
         group: JobGroup | None = None,
         primary_fps: Mapping[int, int] = _EMPTY_FPS,
+        run_limit: float | None = None,
     ) -> None:
         self.job_id = job_id
         self._shape = JobShape(resreq_text, resreq, min_tasks, max_tasks, fingerprint, primary_fps)
-        self._origin = (user, queue, project, priority)
+        self._origin = (user, queue, project, priority, run_limit)
         self.submit_time = submit_time
         self.seq = seq
         self.key = key
@@ -430,6 +431,11 @@ class Job:
     @property
     def priority(self) -> int:
         return self._origin[3]
+
+    @property
+    def run_limit(self) -> float | None:
+        """Estimated run time in seconds (``bsub -W``), ``None`` if not given."""
+        return self._origin[4]
 
     @property
     def fingerprint(self) -> int:

@@ -46,6 +46,8 @@ class Reason:
     RESOURCE_UNAVAILABLE = "resource_unavailable"
     SHARED_RESOURCE_UNAVAILABLE = "shared_resource_unavailable"
     NO_WORKERS = "no_workers"
+    # Backfill: the job fits now but would delay the reserved head job.
+    RESERVED_FOR_OTHER = "reserved_for_other"
 
 
 @dataclass(slots=True)

@@ -176,7 +176,7 @@ class SessionScratch:
     _explained: dict[tuple[object, ...], PendReason] = field(default_factory=dict)
     _measured: bool = False
     _free_workers: list[Worker] = field(default_factory=list)
-    _max_free: int = 0
+    _max_free: int = -1
 
     def begin(self, number: int, now: float = 0.0) -> None:
         """Reset everything per-session; ``now`` is the session's time on the
@@ -196,6 +196,18 @@ class SessionScratch:
         self.pacer.interrupt = False
         self._measured = False
         self._max_free = -1
+
+    def fork(self) -> SessionScratch:
+        """A fresh scratch for an attempt on projected capacity (backfill
+        planning): cursors, candidate lists and memo of its own, no cache; the
+        same static memo, pacer (so the attempt is paced and cancellable like
+        the session's), session number and time."""
+        scratch = SessionScratch(
+            self.state, self.static_memo, UnsatisfiableCache(enabled=False), pacer=self.pacer
+        )
+        scratch.number = self.number
+        scratch.now = self.now
+        return scratch
 
     def _measure(self) -> None:
         # The free hosts in canonical order, on first need: O(F log F) for F

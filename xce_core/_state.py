@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from sortedcontainers import SortedList
+
 from events import JobSubmitted, QueueConfig, SharedResource, WorkerUp
 from xce_core._errors import XceError
 from xce_core._model import (
@@ -112,6 +114,10 @@ class ClusterState:
         self.worker_version = 0
         self.pending_count = 0
         self.running_count = 0
+        # Running jobs with a run limit by estimated end (start + run_limit):
+        # (end, seq, job), for backfill planning; ``end_of`` finds an entry.
+        self.ends: SortedList[tuple[float, int, Job]] = SortedList()
+        self.end_of: dict[Job, float] = {}
         self._fingerprints: dict[tuple[Any, ...], int] = {}
         self._seq = 0
         # Group ids only break ties in the picker's heap: never reuse one.
@@ -381,6 +387,9 @@ class ClusterState:
                 self.shared_used.pop(name, None)
         job.claims = ()
         job.shared_claims = {}
+        end = self.end_of.pop(job, None)
+        if end is not None:
+            self.ends.remove((end, job.seq, job))
         self.running_count -= 1
         self.retire(job, DONE)
 
@@ -389,8 +398,11 @@ class ClusterState:
         job: Job,
         claims: list[tuple[Worker, int, tuple[tuple[str, float], ...]]],
         shared: dict[str, float],
+        now: float = 0.0,
     ) -> None:
-        """Start ``job`` with ``claims`` in one synchronous step (no await inside).
+        """Start ``job`` with ``claims`` in one synchronous step (no await inside),
+        at time ``now`` on the core's clock (its estimated end is ``now`` plus
+        its run limit, if it has one).
 
         Validates the whole allocation first, so a bad one changes nothing.
         """
@@ -435,6 +447,11 @@ class ClusterState:
         job.allocation = allocation
         job.claims = claims
         job.state = RUNNING
+        limit = job.run_limit
+        if limit is not None:
+            end = now + limit
+            self.end_of[job] = end
+            self.ends.add((end, job.seq, job))
         job.last_reason = None
         self.pending_count -= 1
         self.running_count += 1

@@ -1,0 +1,324 @@
+"""EASY backfill (xce_core._backfill): hand-worked schedules, the textbook rule
+as an independent reference on one-slot hosts, and properties on random traces."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from events import (
+    JobAllocated,
+    JobFinished,
+    JobPended,
+    JobReserved,
+    JobSubmitted,
+    SessionBegin,
+    WorkerUp,
+)
+from tests.core.test_invariants import check_invariants
+from xce_core import SchedulerConfig, SchedulerCore, VirtualClock
+
+
+@dataclass(frozen=True)
+class TJob:
+    """A trace job: ``size`` one-slot hosts for ``run`` seconds, estimated ``limit``."""
+
+    name: str
+    submit: float
+    size: int
+    run: float
+    limit: float | None
+
+
+def replay(
+    jobs: list[TJob], hosts: int, backfill: str = "easy", resreq: str = ""
+) -> tuple[dict[str, float], list[object]]:
+    """Drive a core over virtual time as the simulator does: at each instant,
+    finishes, then submissions, then one session. Start time per job, and
+    every decision."""
+    import anyio
+
+    clock = VirtualClock()
+    core = SchedulerCore(SchedulerConfig(backfill=backfill), clock=clock)
+    for i in range(hosts):
+        core.apply(WorkerUp(name=f"h{i:03d}", slots=1))
+    starts: dict[str, float] = {}
+    decisions: list[object] = []
+    arrivals = sorted(jobs, key=lambda j: j.submit)
+    by_name = {j.name: j for j in jobs}
+    finishes: list[tuple[float, str]] = []
+
+    async def run() -> None:
+        i = 0
+        while i < len(arrivals) or finishes:
+            now = min(
+                arrivals[i].submit if i < len(arrivals) else math.inf,
+                finishes[0][0] if finishes else math.inf,
+            )
+            clock.advance_to(now)
+            while finishes and finishes[0][0] == now:
+                core.apply(JobFinished(job_id=heapq.heappop(finishes)[1]))
+            while i < len(arrivals) and arrivals[i].submit == now:
+                j = arrivals[i]
+                core.apply(
+                    JobSubmitted(
+                        job_id=j.name,
+                        submit_time=j.submit,
+                        max_tasks=j.size,
+                        run_limit=j.limit,
+                        resreq=resreq,
+                    )
+                )
+                i += 1
+            core.apply(SessionBegin())
+            await core.run_session()
+            check_invariants(core)
+            out = core.take_decisions()
+            decisions.extend(out)
+            for d in out:
+                if isinstance(d, JobAllocated):
+                    starts[d.job_id] = now
+                    heapq.heappush(finishes, (now + by_name[d.job_id].run, d.job_id))
+            if i >= len(arrivals) and not finishes and len(starts) < len(jobs):
+                break  # what is left can never start
+
+    anyio.run(run)
+    return starts, decisions
+
+
+def textbook_easy(jobs: list[TJob], hosts: int) -> dict[str, float]:
+    """EASY as the textbooks state it, on one-slot hosts, written plainly.
+
+    At each instant (finishes, then arrivals, then scheduling): start jobs in
+    FCFS order while they fit; the first that does not fit is the head; its
+    shadow time is the earliest estimated end (start + limit) of running jobs
+    at which enough nodes are free for it (all jobs ending then counted), and
+    the extra nodes are those free then beyond its need. A later job that fits
+    now starts if it ends by the shadow time, or if it needs no more than the
+    extra nodes (which it then uses up).
+    """
+    queue: list[TJob] = []
+    running: list[tuple[TJob, float]] = []  # job, start
+    starts: dict[str, float] = {}
+    pending = sorted(jobs, key=lambda j: j.submit)
+    times = sorted({j.submit for j in jobs})
+    t_index = 0
+    while True:
+        candidates = []
+        if t_index < len(times):
+            candidates.append(times[t_index])
+        candidates += [s + j.run for j, s in running]
+        if not candidates:
+            break
+        now = min(candidates)
+        running = [(j, s) for j, s in running if s + j.run > now]
+        while t_index < len(times) and times[t_index] <= now:
+            queue += [j for j in pending if j.submit == times[t_index]]
+            t_index += 1
+        free = hosts - sum(j.size for j, _ in running)
+        while queue and queue[0].size <= free:
+            job = queue.pop(0)
+            running.append((job, now))
+            starts[job.name] = now
+            free -= job.size
+        if queue:
+            head = queue[0]
+            ends: dict[float, int] = {}
+            for j, s in running:
+                end = math.inf if j.limit is None else max(s + j.limit, now)
+                ends[end] = ends.get(end, 0) + j.size
+            avail, shadow, extra = free, math.inf, 0
+            for end in sorted(ends):
+                if end == math.inf:
+                    break
+                avail += ends[end]
+                if avail >= head.size:
+                    shadow, extra = end, avail - head.size
+                    break
+            for job in list(queue[1:]):
+                if job.size > free:
+                    continue
+                if shadow == math.inf:
+                    continue  # no finite reservation: the head holds every host
+                if job.limit is not None and now + job.limit <= shadow:
+                    pass
+                elif job.size <= extra:
+                    extra -= job.size
+                else:
+                    continue
+                queue.remove(job)
+                running.append((job, now))
+                starts[job.name] = now
+                free -= job.size
+        if t_index >= len(times) and not running:
+            break
+    return starts
+
+
+# ---------------------------------------------------------------- hand-worked
+
+
+def J(name: str, submit: float, size: int, run: float, limit: float | None = -1) -> TJob:
+    return TJob(name, submit, size, run, run if limit == -1 else limit)
+
+
+def test_a_short_job_backfills_before_the_reservation_and_a_long_one_does_not() -> None:
+    # 4 hosts. "a" holds 3 until 10. "wide" (4) waits for t=10. "short" (1 host,
+    # 5 s) ends by 10: it backfills. "long" (1 host, 20 s) would hold a host
+    # the head needs at 10: it waits.
+    jobs = [J("a", 0, 3, 10), J("wide", 1, 4, 5), J("short", 2, 1, 5), J("long", 2, 1, 20)]
+    starts, decisions = replay(jobs, 4)
+    assert starts == {"a": 0, "short": 2, "wide": 10, "long": 15}
+    assert starts == textbook_easy(jobs, 4)
+    reserved = [d for d in decisions if isinstance(d, JobReserved)]
+    assert reserved[0].job_id == "wide"
+    assert reserved[0].start == 10
+    assert sum(h.slots for h in reserved[0].hosts) == 4
+    # At 2 "short" took the free host; at 7 "long" fits but would delay "wide".
+    blocked = [d for d in decisions if isinstance(d, JobPended) and d.job_id == "long"]
+    assert [d.reason for d in blocked][:2] == ["not_enough_slots", "reserved_for_other"]
+    assert "wide" in blocked[1].detail
+
+
+def test_a_job_ending_exactly_at_the_reservation_backfills() -> None:
+    jobs = [J("a", 0, 3, 10), J("wide", 1, 4, 5), J("edge", 2, 1, 8)]  # ends at 10
+    starts, _ = replay(jobs, 4)
+    assert starts == {"a": 0, "edge": 2, "wide": 10}
+    assert starts == textbook_easy(jobs, 4)
+
+
+def test_extra_hosts_let_a_long_job_backfill_and_are_used_up() -> None:
+    # 6 hosts; "a" holds 4 until 10; the head needs 3: at 10, 6 are free, 3
+    # extra. Two long 1-host jobs take 2 of the 2 free now... only 2 are free
+    # now, both extra: both start. A third long one finds no free host.
+    jobs = [
+        J("a", 0, 4, 10),
+        J("head", 1, 3, 5),
+        J("l1", 2, 1, 50),
+        J("l2", 2, 1, 50),
+        J("l3", 3, 1, 50),
+    ]
+    starts, _ = replay(jobs, 6)
+    assert starts == textbook_easy(jobs, 6)
+    assert starts["l1"] == starts["l2"] == 2
+    assert starts["head"] == 10
+
+
+def test_a_head_whose_reservation_needs_several_jobs_to_end() -> None:
+    jobs = [
+        J("a", 0, 2, 10),
+        J("b", 0, 2, 20),
+        J("c", 0, 2, 30),
+        J("head", 1, 5, 5),  # 1 free; 3 at 10, 5 at 20: reserved at 20, no extra
+        J("s1", 2, 1, 15),  # ends at 17 <= 20: backfills on the free host
+        J("s2", 2, 1, 40),  # fits at 10 but would hold a host the head needs
+    ]
+    starts, decisions = replay(jobs, 7)
+    assert starts == textbook_easy(jobs, 7)
+    assert (starts["s1"], starts["head"], starts["s2"]) == (2, 20, 25)
+    assert next(d.start for d in decisions if isinstance(d, JobReserved)) == 20
+
+
+def test_equal_time_events_finish_before_they_start() -> None:
+    jobs = [J("a", 0, 2, 5), J("b", 5, 2, 5), J("c", 5, 1, 1), J("d", 6, 2, 1)]
+    starts, _ = replay(jobs, 2)
+    assert starts == textbook_easy(jobs, 2)
+    assert starts["b"] == 5
+
+
+def test_without_run_limits_the_head_holds_every_host_and_is_never_starved() -> None:
+    # The running job has no limit: no finite reservation. A stream of narrow
+    # jobs arrives; none may take a host the wide head needs.
+    jobs = [J("a", 0, 2, 10, None), J("wide", 1, 4, 5, None)]
+    jobs += [J(f"n{i}", 2 + i, 1, 3, None) for i in range(20)]
+    starts, decisions = replay(jobs, 4)
+    assert starts["wide"] == 10
+    assert all(starts[f"n{i}"] >= 10 for i in range(20))
+    held = [d for d in decisions if isinstance(d, JobPended) and d.job_id == "n0"]
+    assert held[0].reason == "reserved_for_other"
+
+
+def test_a_job_that_can_never_start_is_no_head() -> None:
+    # "huge" selects hosts that do not exist: it pends for good and holds
+    # nothing back.
+    clock = VirtualClock()
+    core = SchedulerCore(SchedulerConfig(backfill="easy"), clock=clock)
+    import anyio
+
+    async def run() -> list[object]:
+        core.apply(WorkerUp(name="h", slots=1))
+        core.apply(JobSubmitted(job_id="huge", resreq="select[type==x]", run_limit=5))
+        core.apply(JobSubmitted(job_id="small", run_limit=5))
+        await core.run_session()
+        return list(core.take_decisions())
+
+    out = anyio.run(run)
+    assert [d.job_id for d in out if isinstance(d, JobAllocated)] == ["small"]
+    assert not [d for d in out if isinstance(d, JobReserved)]
+
+
+def test_backfill_none_is_todays_behaviour() -> None:
+    jobs = [J("a", 0, 3, 10), J("wide", 1, 4, 5), J("long", 2, 1, 20)]
+    starts, _ = replay(jobs, 4, backfill="none")
+    assert starts["long"] == 2  # LSF: anything that fits starts
+    with pytest.raises(ValueError, match="backfill"):
+        SchedulerConfig(backfill="sometimes")
+
+
+# ---------------------------------------------------------------- properties
+
+trace = st.lists(
+    st.tuples(
+        st.integers(0, 30),  # submit
+        st.integers(1, 6),  # size
+        st.integers(0, 25),  # run
+        st.integers(0, 10),  # limit - run, for "over"
+        st.sampled_from(["exact", "over", "none"]),  # the run limit
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def to_jobs(rows: list[tuple[int, int, int, int, str]]) -> list[TJob]:
+    limits = {"exact": lambda run, over: float(run), "over": lambda run, over: float(run + over)}
+    return [
+        TJob(
+            f"j{i}",
+            float(s),
+            size,
+            float(run),
+            limits[kind](run, over) if kind in limits else None,
+        )
+        for i, (s, size, run, over, kind) in enumerate(rows)
+    ]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace)
+def test_the_schedule_equals_the_textbook_rule_on_one_slot_hosts(
+    rows: list[tuple[int, int, int, int, str]],
+) -> None:
+    jobs = to_jobs(rows)
+    starts, _ = replay(jobs, 6)
+    assert starts == textbook_easy(jobs, 6)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace)
+def test_with_exact_limits_no_reserved_job_starts_after_its_reservation(
+    rows: list[tuple[int, int, int, int, str]],
+) -> None:
+    jobs = [TJob(j.name, j.submit, j.size, j.run, j.run) for j in to_jobs(rows)]  # exact
+    starts, decisions = replay(jobs, 6)
+    promised: dict[str, float] = {}
+    for d in decisions:
+        if isinstance(d, JobReserved):
+            promised.setdefault(d.job_id, d.start)
+    for name, start in promised.items():
+        assert starts[name] <= start

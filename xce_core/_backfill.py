@@ -1,0 +1,246 @@
+"""EASY backfill: a reservation for the first job that cannot start, found with
+the allocation layer on projected capacity, and the check that a later job
+cannot delay it.
+
+Projected capacity at time ``T`` is the cluster as it will be if every running
+job with a run limit ends at its estimated end (start + run limit): the claims
+of those ending by ``T`` are released, everything else stays. It is applied to
+the state in place by :class:`Projection` and undone exactly (every touched
+worker and the shared-resource use are restored from a snapshot), and an
+attempt runs on it through the ordinary dispatcher and allocators, with a
+scratch of its own (its cursors and candidate lists must not be the session's:
+projected capacity is not the session's shrinking capacity). So the
+reservation honours everything the allocation layer does (select, rusage,
+span, same, licences); on one-slot hosts with plain jobs it is the textbook
+shadow time and extra nodes (Lifka 1995; Mu'alem & Feitelson 2001).
+
+The rules (:class:`Planner`):
+
+- **Reservation.** The head (the first job in policy order that cannot start
+  now, and could start on the cluster with every running job ended) gets the
+  earliest ``T`` among the running jobs' estimated ends at which it fits on
+  projected capacity, found by a binary search over those ends (fitting is
+  monotone in ``T``: capacity only grows with it), and the hosts it would use.
+- **Backfill.** A later job that fits now starts only if it ends (now + run
+  limit) by ``T``, or if the head still fits at ``T`` with the job's claims held
+  as well. A job without a run limit never ends for planning.
+- **No finite reservation.** When the head fits only if jobs without a run
+  limit end too, it holds every host it can use (LSF's slot reservation): a
+  later job starts only on hosts the head's selects cannot match, and only if
+  it takes no shared resource the head wants. So a wide job is never starved
+  by a stream of narrow ones.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xce_core._context import SchedContext
+from xce_core._dispatch import Dispatcher
+from xce_core._model import Job, Worker
+from xce_core._results import PendReason, Reason
+from xce_core._session import SessionScratch
+from xce_core._state import ClusterState
+from xce_core.resreq import Alternative, Compound, Primary, ResReq
+
+__all__ = ["Planner", "Projection", "Reservation"]
+
+Claim = tuple[Worker, int, tuple[tuple[str, float], ...]]
+Claims = Sequence[Claim]
+
+
+@dataclass(slots=True, eq=False)
+class Reservation:
+    """The head's planned start ``start`` (``math.inf``: no finite one) and the
+    claims it would make then (empty when ``start`` is infinite)."""
+
+    job: Job
+    start: float
+    claims: list[Claim] = field(default_factory=list)
+
+    def blocks(self) -> PendReason:
+        """The reason of a job that fits now but would delay this reservation."""
+        head = self.job.job_id
+        if self.start == math.inf:
+            detail = f"job {head} holds every host it can use (no run limits to plan with)"
+        else:
+            detail = f"would delay job {head}, reserved to start at {self.start:g}"
+        return PendReason(Reason.RESERVED_FOR_OTHER, detail)
+
+    def hosts(self) -> list[tuple[str, int]]:
+        """(host name, slots) per host of the reserved claims, in claim order."""
+        out: dict[str, int] = {}
+        for worker, slots, _ in self.claims:
+            out[worker.name] = out.get(worker.name, 0) + slots
+        return list(out.items())
+
+
+class Projection:
+    """Changes to the state's capacity, undone exactly by :meth:`undo`."""
+
+    __slots__ = ("_saved", "_shared", "_state")
+
+    def __init__(self, state: ClusterState) -> None:
+        self._state = state
+        self._saved: dict[Worker, tuple[int, dict[str, float]]] = {}
+        self._shared: dict[str, float] | None = None
+
+    def apply(self, claims: Claims, shared: dict[str, float] | None, sign: int) -> None:
+        """Release (``sign`` -1) or take (+1) ``claims`` and ``shared`` amounts."""
+        state = self._state
+        for worker, slots, need in claims:
+            if worker not in self._saved:
+                self._saved[worker] = (worker.used_slots, dict(worker.used))
+            state._uncount(worker)
+            worker.used_slots += sign * slots
+            used = worker.used
+            for name, amount in need:
+                used[name] = used.get(name, 0.0) + sign * amount
+            state._count(worker)
+        if shared:
+            if self._shared is None:
+                self._shared = dict(state.shared_used)
+            shared_used = state.shared_used
+            for name, amount in shared.items():
+                shared_used[name] = shared_used.get(name, 0.0) + sign * amount
+
+    def undo(self) -> None:
+        """Put back every worker and the shared use as they were."""
+        state = self._state
+        for worker, (used_slots, used) in self._saved.items():
+            state._uncount(worker)
+            worker.used_slots = used_slots
+            worker.used = used
+            state._count(worker)
+        self._saved.clear()
+        if self._shared is not None:
+            state.shared_used = self._shared
+            self._shared = None
+
+
+class Planner:
+    """Reservations and backfill checks for one core (see the module docstring)."""
+
+    def __init__(self, state: ClusterState, dispatcher: Dispatcher, scratch: SessionScratch):
+        self._state = state
+        self._dispatcher = dispatcher
+        self._main = scratch
+
+    async def _fits(
+        self, job: Job
+    ) -> list[tuple[Worker, int, tuple[tuple[str, float], ...]]] | None:
+        """The claims ``job`` would make on the state as it stands (projected),
+        or ``None`` if it does not fit. Claims nothing."""
+        ctx = SchedContext(self._state, self._main.fork(), job)
+        if await self._dispatcher.allocate(ctx):
+            return list(ctx.journal)
+        return None
+
+    async def reserve(self, job: Job, now: float) -> Reservation | None:
+        """The head's reservation, or ``None`` if ``job`` could not start even
+        on an empty cluster (then it is no head: it pends, and does not hold
+        anything back)."""
+        state = self._state
+        ends = list(state.ends)  # (end, seq, job), by end
+        times = sorted({max(end, now) for end, _, _ in ends})
+        projection = Projection(state)
+        released = 0  # ends[:released] are released in the projection
+
+        def release_to(t: float) -> None:
+            # Every job ending by t (an overdue one, whose end is past, counts
+            # as ending now, the earliest candidate time).
+            nonlocal released
+            upto = bisect_right(ends, t, key=_end)
+            for _, _, running in ends[released:upto]:
+                projection.apply(running.claims, dict(running.shared_claims), -1)
+            for _, _, running in ends[upto:released]:
+                projection.apply(running.claims, dict(running.shared_claims), +1)
+            released = upto
+
+        try:
+            if times:
+                release_to(times[-1])
+                claims = await self._fits(job)
+                if claims is not None:
+                    lo, hi = 0, len(times) - 1  # the answer is in times[lo..hi]
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        release_to(times[mid])
+                        found = await self._fits(job)
+                        if found is not None:
+                            hi, claims = mid, found
+                        else:
+                            lo = mid + 1
+                    return Reservation(job, times[lo], claims)
+            # Not even with every limited job ended: with every job ended?
+            projection.undo()
+            everything = [j for j in state.jobs.values() if j.claims]
+            for running in everything:
+                projection.apply(running.claims, dict(running.shared_claims), -1)
+            if await self._fits(job) is None:
+                return None
+            return Reservation(job, math.inf)
+        finally:
+            projection.undo()
+
+    async def allows(
+        self, reservation: Reservation, job: Job, ctx: SchedContext, now: float
+    ) -> bool:
+        """Whether ``job``, which fits now with the claims in ``ctx``, may start
+        without delaying ``reservation``."""
+        start = reservation.start
+        if start == math.inf:
+            return self._off_the_heads_hosts(reservation.job, ctx)
+        limit = job.run_limit
+        if limit is not None and now + limit <= start:
+            return True
+        state = self._state
+        projection = Projection(state)
+        try:
+            cutoff = max(start, now)
+            for end, _, running in state.ends:
+                if end > cutoff:
+                    break
+                projection.apply(running.claims, dict(running.shared_claims), -1)
+            projection.apply(ctx.journal, ctx.shared, +1)
+            claims = await self._fits(reservation.job)
+        finally:
+            projection.undo()
+        if claims is None:
+            return False
+        reservation.claims = claims
+        return True
+
+    def _off_the_heads_hosts(self, head: Job, ctx: SchedContext) -> bool:
+        """No host of ``ctx``'s claims is one the head's selects can match, and
+        no shared resource it takes is one the head wants."""
+        primaries = _primaries(head.resreq)
+        if ctx.shared and any(
+            term.name in ctx.shared for p in primaries for terms in p.rusage for term in terms
+        ):
+            return False
+        for worker, _, _ in ctx.journal:
+            for primary in primaries:
+                select = primary.select
+                if select is None or select.evaluate(worker.values):
+                    return False
+        return True
+
+
+def _end(entry: tuple[float, int, Job]) -> float:
+    return entry[0]
+
+
+def _primaries(resreq: ResReq) -> list[Primary]:
+    if isinstance(resreq, Primary):
+        return [resreq]
+    if isinstance(resreq, Compound):
+        return list(resreq.parts)
+    assert isinstance(resreq, Alternative)
+    out: list[Primary] = []
+    for option in resreq.options:
+        out += _primaries(option)
+    return out

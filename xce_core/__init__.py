@@ -25,7 +25,7 @@ from xce_core._api import (
     run_events,
 )
 from xce_core._clock import Clock, MonotonicClock, VirtualClock
-from xce_core._config import SchedulerConfig
+from xce_core._config import BACKFILL_MODES, SchedulerConfig
 from xce_core._core import SchedulerCore
 from xce_core._errors import PluginError, ResReqSyntaxError, XceError
 from xce_core._faults import InternalErrorHook, internal_error_text
@@ -36,6 +36,7 @@ from xce_core._results import SessionStats
 from xce_core.resreq import format_resreq, parse_resreq
 
 __all__ = [
+    "BACKFILL_MODES",
     "DECISION_BUFFER",
     "Clock",
     "DecisionSink",

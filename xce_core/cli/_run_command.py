@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import textwrap
+import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, final
@@ -29,7 +30,13 @@ import msgspec
 from click.core import ParameterSource
 
 from events import DECISION_TYPES, DEFAULT_MAX_FRAME, INPUT_TYPES, EventFormat
-from xce_core import SchedulerConfig, SchedulerCore, XceError, default_registry
+from xce_core import (
+    BACKFILL_MODES,
+    SchedulerConfig,
+    SchedulerCore,
+    XceError,
+    default_registry,
+)
 from xce_core.cli._connections import ConnectionServer
 from xce_core.cli._endpoints import (
     FdReceiveStream,
@@ -47,7 +54,16 @@ from xce_core.cli._run import (
 )
 from xce_core.runtime import run_async
 
-__all__ = ["run_command"]
+__all__ = ["EpochClock", "run_command"]
+
+
+class EpochClock:
+    """Seconds since the epoch (:func:`time.time`): ``xce run``'s clock, so that a
+    ``job_reserved`` start is a time an operator can read, and run limits count
+    from when the core started the job."""
+
+    def now(self) -> float:
+        return time.time()
 
 
 # --------------------------------------------------------------------------- serving
@@ -229,6 +245,15 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
     help="Allocator for multi-task requirements (xce.allocators entry point).",
 )
 @click.option("--strict-fifo", is_flag=True, help="A session stops at the first job that pends.")
+@click.option(
+    "--backfill",
+    type=click.Choice(BACKFILL_MODES),
+    default="none",
+    show_default=True,
+    help="easy: the first job that cannot start gets a reservation from the running "
+    "jobs' run limits (job_submitted.run_limit); later jobs start only if they cannot "
+    "delay it (job_reserved decisions say when and where).",
+)
 @click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
 @click.option(
     "--max-frame",
@@ -254,6 +279,7 @@ def run_command(
     sequential_allocator: str,
     parallel_allocator: str,
     strict_fifo: bool,
+    backfill: str,
     no_cache: bool,
     max_frame: int,
 ) -> None:
@@ -276,6 +302,7 @@ def run_command(
         sequential_allocator=sequential_allocator,
         parallel_allocator=parallel_allocator,
         strict_fifo=strict_fifo,
+        backfill=backfill,
         unsatisfiable_cache=not no_cache,
         session_interval=interval,
     )
@@ -289,7 +316,9 @@ def run_command(
         raise click.BadParameter(message, param_hint=option)
     # Tracebacks of faults the core survived go to stderr; stdout carries decisions.
     logging.basicConfig(format="%(name)s: %(levelname)s: %(message)s", stream=sys.stderr)
-    core = SchedulerCore(config, registry=registry, on_internal_error=log_internal_error)
+    core = SchedulerCore(
+        config, registry=registry, clock=EpochClock(), on_internal_error=log_internal_error
+    )
     options = dict(
         format=input_format,
         output_format=output_format,

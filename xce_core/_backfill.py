@@ -50,6 +50,8 @@ __all__ = ["Planner", "Projection", "Reservation"]
 
 Claim = tuple[Worker, int, tuple[tuple[str, float], ...]]
 Claims = Sequence[Claim]
+# What one attempt takes, per host (None: the shared resources).
+Footprint = dict[Worker | None, tuple[int, dict[str, float]]]
 
 
 @dataclass(slots=True, eq=False)
@@ -60,15 +62,41 @@ class Reservation:
     job: Job
     start: float
     claims: list[Claim] = field(default_factory=list)
+    # Slots that jobs running past ``start`` may still take without the head
+    # losing what it needs (an upper bound; on one-slot hosts, the textbook's
+    # extra nodes). Lowered as such jobs start.
+    slack: int = 0
+    # Fingerprints of jobs refused for running past ``start`` this session.
+    refused_shapes: set[int] = field(default_factory=set)
+    _reason: PendReason | None = None
+    # Footprints of jobs refused this session, by each host they hold (see
+    # Planner.allows; None: the shared resources).
+    refused: dict[Worker | None, list[Footprint]] = field(default_factory=dict)
+
+    def runs_past(self, job: Job, now: float) -> bool:
+        """Whether ``job``, started now, could still run at ``start``."""
+        limit = job.run_limit
+        return limit is None or now + limit > self.start
+
+    def refuses_shape(self, job: Job, now: float) -> bool:
+        """Whether a job of ``job``'s shape running past ``start`` was refused
+        already this session: ``job`` is then refused without an attempt (the
+        slack only shrinks and what is held at ``start`` only grows, so on
+        one-slot hosts it would be refused again; elsewhere this may refuse a
+        job that another host would have let through, never the reverse)."""
+        return job.fingerprint in self.refused_shapes and self.runs_past(job, now)
 
     def blocks(self) -> PendReason:
         """The reason of a job that fits now but would delay this reservation."""
+        if self._reason is not None:
+            return self._reason
         head = self.job.job_id
         if self.start == math.inf:
             detail = f"job {head} holds every host it can use (no run limits to plan with)"
         else:
             detail = f"would delay job {head}, reserved to start at {self.start:g}"
-        return PendReason(Reason.RESERVED_FOR_OTHER, detail)
+        self._reason = PendReason(Reason.RESERVED_FOR_OTHER, detail)
+        return self._reason
 
     def hosts(self) -> list[tuple[str, int]]:
         """(host name, slots) per host of the reserved claims, in claim order."""
@@ -174,7 +202,11 @@ class Planner:
                             hi, claims = mid, found
                         else:
                             lo = mid + 1
-                    return Reservation(job, times[lo], claims)
+                    release_to(times[lo])
+                    # Slots free then beyond the fewest the head takes: an
+                    # upper bound on what later jobs running past it may hold.
+                    slack = state.free_total - job.min_tasks
+                    return Reservation(job, times[lo], claims, slack)
             # Not even with every limited job ended: with every job ended?
             projection.undo()
             everything = [j for j in state.jobs.values() if j.claims]
@@ -194,9 +226,36 @@ class Planner:
         start = reservation.start
         if start == math.inf:
             return self._off_the_heads_hosts(reservation.job, ctx)
-        limit = job.run_limit
-        if limit is not None and now + limit <= start:
+        if not reservation.runs_past(job, now):
             return True
+        if not await self._fits_beside(reservation, ctx, now):
+            reservation.refused_shapes.add(job.fingerprint)
+            return False
+        return True
+
+    async def _fits_beside(self, reservation: Reservation, ctx: SchedContext, now: float) -> bool:
+        """Whether the head still fits at its start with ``ctx``'s claims held
+        too (and then on which claims)."""
+        start = reservation.start
+        taken = sum(slots for _, slots, _ in ctx.journal)
+        if taken > reservation.slack:
+            return False  # the head could not fit, wherever it went
+        if self._clear_of(reservation, ctx):
+            # The job takes nothing the reservation counts on, and the hosts it
+            # takes are free now, so free at the reservation's start too: the
+            # head still fits there, on the same claims (on one-slot hosts:
+            # the job uses extra nodes). No projection needed.
+            reservation.slack -= taken
+            return True
+        footprint = _footprint(ctx)
+        if any(
+            _covers(footprint, failed)
+            for key in footprint
+            for failed in reservation.refused.get(key, ())
+        ):
+            # Holding less than this already delayed the head, and what is held
+            # at the reservation's start only grows within a session.
+            return False
         state = self._state
         projection = Projection(state)
         try:
@@ -210,17 +269,36 @@ class Planner:
         finally:
             projection.undo()
         if claims is None:
+            for key in footprint:
+                refused = reservation.refused.setdefault(key, [])
+                if len(refused) < _REFUSED_KEPT:
+                    refused.append(footprint)
             return False
         reservation.claims = claims
+        reservation.slack -= taken
         return True
+
+    def _clear_of(self, reservation: Reservation, ctx: SchedContext) -> bool:
+        """No host of ``ctx``'s claims is one of the reservation's, and it takes
+        no shared resource the head wants."""
+        if ctx.shared and self._wants_shared(reservation.job, ctx):
+            return False
+        reserved = {worker for worker, _, _ in reservation.claims}
+        return not any(worker in reserved for worker, _, _ in ctx.journal)
+
+    def _wants_shared(self, head: Job, ctx: SchedContext) -> bool:
+        return any(
+            term.name in ctx.shared
+            for p in _primaries(head.resreq)
+            for terms in p.rusage
+            for term in terms
+        )
 
     def _off_the_heads_hosts(self, head: Job, ctx: SchedContext) -> bool:
         """No host of ``ctx``'s claims is one the head's selects can match, and
         no shared resource it takes is one the head wants."""
         primaries = _primaries(head.resreq)
-        if ctx.shared and any(
-            term.name in ctx.shared for p in primaries for terms in p.rusage for term in terms
-        ):
+        if ctx.shared and self._wants_shared(head, ctx):
             return False
         for worker, _, _ in ctx.journal:
             for primary in primaries:
@@ -228,6 +306,36 @@ class Planner:
                 if select is None or select.evaluate(worker.values):
                     return False
         return True
+
+
+_REFUSED_KEPT = 8  # per host
+
+
+def _footprint(ctx: SchedContext) -> Footprint:
+    """What an attempt's claims take per host (slots and each consumable) and,
+    under ``None``, of the shared resources."""
+    out: Footprint = {}
+    if ctx.shared:
+        out[None] = (0, dict(ctx.shared))
+    for worker, slots, need in ctx.journal:
+        taken, amounts = out.get(worker, (0, {}))
+        amounts = dict(amounts)
+        for name, amount in need:
+            amounts[name] = amounts.get(name, 0.0) + amount
+        out[worker] = (taken + slots, amounts)
+    return out
+
+
+def _covers(footprint: Footprint, other: Footprint) -> bool:
+    """Whether ``footprint`` takes at least what ``other`` takes, on every host."""
+    for worker, (slots, amounts) in other.items():
+        mine = footprint.get(worker)
+        if mine is None or mine[0] < slots:
+            return False
+        for name, amount in amounts.items():
+            if mine[1].get(name, 0.0) < amount:
+                return False
+    return True
 
 
 def _end(entry: tuple[float, int, Job]) -> float:

@@ -483,6 +483,10 @@ class SchedulerCore:
             if hit is not None:
                 self._pend(1, (job,), hit, stats, cached=True)
                 continue
+            reserved = self._reservation
+            if reserved is not None and reserved.refuses_shape(job, scratch.now):
+                self._pend(1, (job,), reserved.blocks(), stats, cached=True)
+                continue
             stats.attempts += 1
             if ctx is None:
                 ctx = SchedContext(state, scratch, job)

@@ -410,7 +410,7 @@ class ClusterState:
             raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
         # One (worker, slots, amounts) per host: a host claimed twice (compound
         # parts) is checked and charged for the sum.
-        per_host = claims if len(claims) == 1 else _per_host(claims)
+        per_host = claims if len(claims) == 1 or _distinct(claims) else _per_host(claims)
         by_name = self.by_name
         for worker, slots, need in per_host:
             if not worker.usable or by_name.get(worker.name) is not worker:
@@ -465,6 +465,11 @@ def _as_want(need: tuple[tuple[str, float], ...]) -> Want:
         name, amount = need[0]
         return ((name, 0.0, amount),)
     return tuple([(name, 0.0, amount) for name, amount in need])
+
+
+def _distinct(claims: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]]) -> bool:
+    """Whether no worker is claimed twice (the usual: one claim per host)."""
+    return len({worker.index for worker, _, _ in claims}) == len(claims)
 
 
 def _per_host(

@@ -50,11 +50,12 @@ How SWF fields become jobs (the trace quirks):
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from array import array
 from collections.abc import Callable, Sequence
+from heapq import heappop, heappush
+from typing import NamedTuple
 
 from events import (
     Decision,
@@ -90,6 +91,25 @@ def job_request(
 ) -> tuple[int, str] | str:
     """``(tasks, resreq)`` for a job the replay submits, or the rejection reason
     (``no_runtime``, ``no_size``, ``no_submit``, ``too_big: ...``). Pure."""
+    return _request(job, _Rules.of(cluster, resreq))
+
+
+class _Rules(NamedTuple):
+    """What :func:`job_request` reads of the cluster, read once per replay."""
+
+    total_slots: int
+    partition: bool
+    mem: bool
+    resreq: str | None
+
+    @classmethod
+    def of(cls, cluster: ClusterSpec, resreq: str | None) -> _Rules:
+        return cls(
+            cluster.total_slots, cluster.has_attr("partition"), cluster.has_resource("mem"), resreq
+        )
+
+
+def _request(job: SwfJob, rules: _Rules) -> tuple[int, str] | str:
     if job.run_time < 0:
         return "no_runtime"
     if job.submit < 0:
@@ -97,14 +117,14 @@ def job_request(
     size = job.size
     if size <= 0:
         return "no_size"
-    if size > cluster.total_slots:
-        return f"too_big: {size} processors, the cluster has {cluster.total_slots} slots"
-    if resreq is not None:
-        return size, resreq
+    if size > rules.total_slots:
+        return f"too_big: {size} processors, the cluster has {rules.total_slots} slots"
+    if rules.resreq is not None:
+        return size, rules.resreq
     parts: list[str] = []
-    if job.partition >= 0 and cluster.has_attr("partition"):
+    if job.partition >= 0 and rules.partition:
         parts.append(f"select[partition=={job.partition}]")
-    if job.req_mem > 0 and cluster.has_resource("mem"):
+    if job.req_mem > 0 and rules.mem:
         parts.append(f"rusage[mem={math.ceil(job.req_mem / 1024)}]")
     return size, " ".join(parts)
 
@@ -173,15 +193,15 @@ async def simulate(
     total = len(order)
     next_job = 0
     instants = 0
+    batch: list[InputEvent] = []
     wall_start = time.perf_counter()
     while next_job < total or finishes:
         t = jobs[order[next_job]].submit if next_job < total else math.inf
         if finishes and finishes[0][0] < t:
             t = finishes[0][0]
         clock.advance_to(t)
-        batch: list[InputEvent] = []
         while finishes and finishes[0][0] <= t:
-            _, _, done_id, done_slots = heapq.heappop(finishes)
+            _, _, done_id, done_slots = heappop(finishes)
             batch.append(JobFinished(job_id=done_id))
             free += done_slots
             freed = True
@@ -227,37 +247,42 @@ async def simulate(
                 smallest_new = math.inf
             else:
                 skipped += 1
+        elif next_job < total or finishes:
+            # Nothing to decide: the finishes go with the next batch that runs a
+            # session or ends the replay (the core reads the clock only then).
+            instants += 1
+            if progress is not None and instants % _PROGRESS_EVERY == 0:
+                progress(next_job, total)
+            continue
         await loop.apply(batch, start=index)
         index += len(batch)
+        batch = []
         if faults:
             fault = faults[0]
             raise SimulationError(
                 f"the replay stopped at t={t:g}: {internal_error_text(fault)}"
             ) from fault
         for decision in taken:
-            match decision:
-                case JobAllocated(job_id=job_id, hosts=hosts):
-                    number = live.pop(job_id)
-                    # Exactly the tasks asked for (min_tasks = max_tasks), one a slot.
-                    slots = tasks[number]
-                    outcomes.started(number, t, slots, hosts)
-                    end = t + jobs[number].run_time
-                    heapq.heappush(finishes, (end, started_n, job_id, slots))
-                    free -= slots
-                    started_n += 1
-                    pending -= 1
-                case JobRejected(job_id=job_id, error=error):
-                    outcomes.rejected(live.pop(job_id), f"core: {error}")
-                    pending -= 1
-                case EventRejected(index=bad, error=error):
-                    number_or_none = submitted.get(bad)
-                    if number_or_none is None:
-                        raise SimulationError(f"the core rejected a replay event: {error}")
-                    live.pop(outcomes.job_id(number_or_none), None)
-                    outcomes.rejected(number_or_none, f"core: {error}")
-                    pending -= 1
-                case _:
-                    pass
+            if isinstance(decision, JobAllocated):
+                job_id = decision.job_id
+                number = live.pop(job_id)
+                # Exactly the tasks asked for (min_tasks = max_tasks), one a slot.
+                slots = tasks[number]
+                outcomes.started(number, t, slots, decision.hosts)
+                heappush(finishes, (t + jobs[number].run_time, started_n, job_id, slots))
+                free -= slots
+                started_n += 1
+                pending -= 1
+            elif isinstance(decision, JobRejected):
+                outcomes.rejected(live.pop(decision.job_id), f"core: {decision.error}")
+                pending -= 1
+            elif isinstance(decision, EventRejected):
+                rejected = submitted.get(decision.index)
+                if rejected is None:
+                    raise SimulationError(f"the core rejected a replay event: {decision.error}")
+                live.pop(outcomes.job_id(rejected), None)
+                outcomes.rejected(rejected, f"core: {decision.error}")
+                pending -= 1
         taken.clear()
         submitted.clear()
         instants += 1
@@ -292,8 +317,9 @@ def _requests(
     resreqs: list[str] = []
     accepted = array("q")
     seen: set[int] = set()
+    rules = _Rules.of(cluster, resreq)
     for number, job in enumerate(jobs):
-        request = job_request(job, cluster, resreq)
+        request = _request(job, rules)
         outcomes.append(str(job.job_id), job.submit, max(job.run_time, 0.0), job.size)
         if job.job_id in seen:
             request = "duplicate_id"

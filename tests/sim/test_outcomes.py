@@ -59,7 +59,9 @@ async def test_without_hosts_only_the_hosts_are_missing() -> None:
     light = await simulate(trace.jobs, cluster, keep_hosts=False)
     assert kept.jobs[0].hosts
     assert not light.jobs[0].hosts
-    assert [msgspec.structs.replace(o, hosts=[]) for o in kept.jobs] == list(light.jobs)
+    assert [msgspec.structs.replace(o, hosts=[]) for o in kept.jobs] == light.jobs
+    assert kept.jobs == list(kept.jobs)
+    assert kept.jobs != light.jobs
     assert summary_of(light.jobs) == summary_of(kept.jobs)
     assert timeline(light.jobs) == timeline(kept.jobs)
 

@@ -12,6 +12,7 @@ built only when read, equal to those the replay used to keep.
 from __future__ import annotations
 
 import math
+import operator
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -272,6 +273,14 @@ class OutcomeTable(Sequence[JobOutcome]):
 
     def __iter__(self) -> Iterator[JobOutcome]:
         return map(self._outcome, range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a table or a list holding equal outcomes in the same order."""
+        if not isinstance(other, OutcomeTable | list):
+            return NotImplemented
+        return len(self) == len(other) and all(map(operator.eq, self, other))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     def __repr__(self) -> str:
         # Kept short: asyncio formats a finished task's result in messages.

@@ -15,7 +15,14 @@ A session is skipped when it provably cannot start a job, which never changes
 the schedule (``every_instant=True`` / ``--every-instant`` turns this off): when
 no job is pending; when no slot is free; or when nothing finished since the last
 session and every job submitted since needs more slots than are free (jobs that
-failed before fail again, as capacity has only shrunk since).
+failed before fail again, as capacity has only shrunk since). The finishes of
+an instant with no job pending are applied with the next batch (the core reads
+the clock only when a session begins, so this changes nothing but the number
+of calls into the loop).
+
+The result keeps every job's outcome compactly (:class:`OutcomeTable`); with
+``keep_hosts=False`` it leaves out where jobs ran, which is most of a replay's
+memory when jobs are wide.
 
 How SWF fields become jobs (the trace quirks):
 

@@ -4,6 +4,8 @@ Usage: ``python benchmarks/bench_simulate.py [TRACE] [--limit N] [--every-instan
 [--repeat R]``. TRACE defaults to ``shared/traces/NASA-iPSC-1993-3.1-cln.swf.gz``
 beside the checkout. Prints wall and CPU time (the CPU figure is the one to
 compare on a busy machine) and the session counts; the best of ``--repeat`` runs.
+For a big synthetic trace, with the whole command's time and memory, see
+``bench_simulate_big.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def replay(jobs: list[SwfJob], header: dict[str, str], strict: bool, every: bool
     config = SchedulerConfig(strict_fifo=strict)
 
     async def main() -> SimResult:
-        return await simulate(jobs, cluster, config=config, every_instant=every)
+        # As `xce simulate` without --schedule: where jobs ran is not kept.
+        return await simulate(jobs, cluster, config=config, every_instant=every, keep_hosts=False)
 
     tune_gc()  # as `xce simulate` does
     return anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})

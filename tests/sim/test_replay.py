@@ -106,6 +106,15 @@ async def test_zero_run_time_jobs_chain_at_one_instant() -> None:
     assert result.summary.makespan == 7.0
 
 
+async def test_finishes_while_nothing_waits_reach_the_core_before_the_next_session() -> None:
+    # Jobs 1 and 2 end at t=3 and t=2 with nothing pending: those instants need
+    # no session, and their finishes go with job 3's batch, which needs both hosts.
+    jobs = [swf(1, 0, 3, 1), swf(2, 1, 1, 1), swf(3, 10, 4, 2), swf(4, 10, 1, 1)]
+    result = await simulate(jobs, ClusterSpec((HostGroup(count=2, slots=1),)))
+    assert starts(result.jobs) == {"1": 0.0, "2": 1.0, "3": 10.0, "4": 14.0}
+    assert (result.summary.sessions, result.summary.sessions_skipped) == (4, 0)
+
+
 async def test_jobs_that_can_never_start_are_reported() -> None:
     cluster = ClusterSpec((HostGroup(count=2, slots=1, resources={"mem": 1024}),))
     jobs = [swf(1, 0, 5, 1, req_mem=2048 * 1024), swf(2, 1, 5, 1, req_mem=512 * 1024)]

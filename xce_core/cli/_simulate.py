@@ -212,7 +212,9 @@ def simulate_command(
         except XceError as exc:
             raise click.ClickException(f"{trace}: {exc}") from None
     try:
-        result = _replay(swf.jobs, cluster, config, resreq, every_instant)
+        # Where jobs ran is kept only for the one output that shows it.
+        keep_hosts = schedule is not None
+        result = _replay(swf.jobs, cluster, config, resreq, every_instant, keep_hosts)
     except XceError as exc:
         raise click.ClickException(str(exc)) from None
     try:
@@ -260,10 +262,17 @@ def _replay(
     config: SchedulerConfig,
     resreq: str | None,
     every_instant: bool,
+    keep_hosts: bool,
 ) -> SimResult:
     """Run :func:`simulate`, with a progress bar on stderr when it is a terminal."""
     run = functools.partial(
-        simulate, jobs, cluster, config=config, resreq=resreq, every_instant=every_instant
+        simulate,
+        jobs,
+        cluster,
+        config=config,
+        resreq=resreq,
+        every_instant=every_instant,
+        keep_hosts=keep_hosts,
     )
     if not sys.stderr.isatty():
         return run_async(run)

@@ -16,6 +16,7 @@ from xce_core.sim._cluster import (
     default_cluster,
     load_cluster,
 )
+from xce_core.sim._outcomes import OutcomeColumns, OutcomeTable
 from xce_core.sim._replay import Progress, job_request, simulate
 from xce_core.sim._report import (
     BOUNDED_SLOWDOWN_TAU,
@@ -65,6 +66,8 @@ __all__ = [
     "ClusterSpec",
     "HostGroup",
     "JobOutcome",
+    "OutcomeColumns",
+    "OutcomeTable",
     "Progress",
     "SimResult",
     "SimSummary",

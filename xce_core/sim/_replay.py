@@ -15,7 +15,14 @@ A session is skipped when it provably cannot start a job, which never changes
 the schedule (``every_instant=True`` / ``--every-instant`` turns this off): when
 no job is pending; when no slot is free; or when nothing finished since the last
 session and every job submitted since needs more slots than are free (jobs that
-failed before fail again, as capacity has only shrunk since).
+failed before fail again, as capacity has only shrunk since). The finishes of
+an instant with no job pending are applied with the next batch (the core reads
+the clock only when a session begins, so this changes nothing but the number
+of calls into the loop).
+
+The result keeps every job's outcome compactly (:class:`OutcomeTable`); with
+``keep_hosts=False`` it leaves out where jobs ran, which is most of a replay's
+memory when jobs are wide.
 
 How SWF fields become jobs (the trace quirks):
 
@@ -50,10 +57,12 @@ How SWF fields become jobs (the trace quirks):
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
+from array import array
 from collections.abc import Callable, Sequence
+from heapq import heappop, heappush
+from typing import NamedTuple
 
 from events import (
     Decision,
@@ -73,7 +82,8 @@ from xce_core import (
     internal_error_text,
 )
 from xce_core.sim._cluster import ClusterSpec, SimulationError
-from xce_core.sim._report import JobOutcome, SimResult, summarize
+from xce_core.sim._outcomes import OutcomeTable
+from xce_core.sim._report import SimResult, summarize
 from xce_core.sim._swf import SwfJob
 
 __all__ = ["Progress", "job_request", "simulate"]
@@ -88,6 +98,25 @@ def job_request(
 ) -> tuple[int, str] | str:
     """``(tasks, resreq)`` for a job the replay submits, or the rejection reason
     (``no_runtime``, ``no_size``, ``no_submit``, ``too_big: ...``). Pure."""
+    return _request(job, _Rules.of(cluster, resreq))
+
+
+class _Rules(NamedTuple):
+    """What :func:`job_request` reads of the cluster, read once per replay."""
+
+    total_slots: int
+    partition: bool
+    mem: bool
+    resreq: str | None
+
+    @classmethod
+    def of(cls, cluster: ClusterSpec, resreq: str | None) -> _Rules:
+        return cls(
+            cluster.total_slots, cluster.has_attr("partition"), cluster.has_resource("mem"), resreq
+        )
+
+
+def _request(job: SwfJob, rules: _Rules) -> tuple[int, str] | str:
     if job.run_time < 0:
         return "no_runtime"
     if job.submit < 0:
@@ -95,14 +124,14 @@ def job_request(
     size = job.size
     if size <= 0:
         return "no_size"
-    if size > cluster.total_slots:
-        return f"too_big: {size} processors, the cluster has {cluster.total_slots} slots"
-    if resreq is not None:
-        return size, resreq
+    if size > rules.total_slots:
+        return f"too_big: {size} processors, the cluster has {rules.total_slots} slots"
+    if rules.resreq is not None:
+        return size, rules.resreq
     parts: list[str] = []
-    if job.partition >= 0 and cluster.has_attr("partition"):
+    if job.partition >= 0 and rules.partition:
         parts.append(f"select[partition=={job.partition}]")
-    if job.req_mem > 0 and cluster.has_resource("mem"):
+    if job.req_mem > 0 and rules.mem:
         parts.append(f"rusage[mem={math.ceil(job.req_mem / 1024)}]")
     return size, " ".join(parts)
 
@@ -119,16 +148,19 @@ async def simulate(
     resreq: str | None = None,
     progress: Progress | None = None,
     every_instant: bool = False,
+    keep_hosts: bool = True,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` (see the module docstring for the rules).
 
     ``progress(done, total)`` is called now and then with the number of jobs
     submitted so far, and once at the end. ``every_instant`` runs a session at
-    every instant with pending jobs, even one that cannot start any. Never
-    sleeps; each session is a checkpoint. Raises :class:`SimulationError` if the
-    core contradicts the replay's bookkeeping or reports a fault (a bug, or a
-    plugin that raised), :class:`PluginError` for an unknown picker or allocator
-    in ``config``.
+    every instant with pending jobs, even one that cannot start any. Without
+    ``keep_hosts`` the result does not keep where jobs ran (their ``hosts`` read
+    as ``[]``; everything else is the same), which saves most of the memory of a
+    replay of many wide jobs. Never sleeps; each session is a checkpoint. Raises
+    :class:`SimulationError` if the core contradicts the replay's bookkeeping or
+    reports a fault (a bug, or a plugin that raised), :class:`PluginError` for an
+    unknown picker or allocator in ``config``.
     """
     config = config or SchedulerConfig()
     clock = VirtualClock()
@@ -147,30 +179,15 @@ async def simulate(
     for decision in taken:
         raise SimulationError(f"the core refused a host: {decision}")
 
-    outcomes: list[JobOutcome] = []
-    queue: list[tuple[float, int, SwfJob, int, str]] = []  # submit, trace order...
-    seen: set[int] = set()
-    for job in jobs:
-        request = job_request(job, cluster, resreq)
-        outcome = JobOutcome(
-            job_id=str(job.job_id),
-            submit=job.submit,
-            run_time=max(job.run_time, 0.0),
-            procs=job.size,
-        )
-        if job.job_id in seen:
-            request = "duplicate_id"
-        seen.add(job.job_id)
-        if isinstance(request, str):
-            outcome.status = "rejected"
-            outcome.reason = request
-        else:
-            queue.append((job.submit, len(outcomes), job, *request))
-        outcomes.append(outcome)
-    queue.sort(key=lambda item: (item[0], item[1]))
-
-    by_id = {o.job_id: o for o in outcomes if o.status != "rejected"}
-    by_index: dict[int, JobOutcome] = {}
+    outcomes = OutcomeTable([w.name for w in workers] if keep_hosts else None)
+    # The jobs to submit, by trace index, in submit order (ties in trace order:
+    # the sort is stable), with what each asks for.
+    order, tasks, resreqs = _requests(jobs, cluster, resreq, outcomes)
+    users: dict[int, str] = {}
+    queues: dict[int, str] = {}
+    projects: dict[int, str] = {}
+    live: dict[str, int] = {}  # job id -> trace index, from submit to start (or rejection)
+    submitted: dict[int, int] = {}  # event index -> trace index, of this instant's batch
     finishes: list[tuple[float, int, str, int]] = []  # end, start order, job id, slots
     pending = 0
     sessions = 0
@@ -179,40 +196,56 @@ async def simulate(
     freed = True  # a finish since the last session
     smallest_new = math.inf  # fewest tasks among jobs submitted since the last session
     started_n = 0
-    index = len(workers)
-    total = len(queue)
+    index = len(workers)  # events are numbered on from the workers'
+    total = len(order)
     next_job = 0
     instants = 0
+    batch: list[InputEvent] = []
     wall_start = time.perf_counter()
     while next_job < total or finishes:
-        t = queue[next_job][0] if next_job < total else math.inf
+        t = jobs[order[next_job]].submit if next_job < total else math.inf
         if finishes and finishes[0][0] < t:
             t = finishes[0][0]
         clock.advance_to(t)
-        batch: list[InputEvent] = []
         while finishes and finishes[0][0] <= t:
-            _, _, done_id, done_slots = heapq.heappop(finishes)
+            _, _, done_id, done_slots = heappop(finishes)
             batch.append(JobFinished(job_id=done_id))
             free += done_slots
             freed = True
-        while next_job < total and queue[next_job][0] <= t:
-            submit, order, job, tasks, job_resreq = queue[next_job]
-            by_index[index + len(batch)] = outcomes[order]
+        while next_job < total:
+            number = order[next_job]
+            job = jobs[number]
+            if job.submit > t:
+                break
+            job_id = outcomes.job_id(number)
+            live[job_id] = number
+            submitted[index + len(batch)] = number
+            job_tasks = tasks[number]
+            user = users.get(job.user)
+            if user is None:
+                user = users[job.user] = _ident("u", job.user)
+            queue = queues.get(job.queue)
+            if queue is None:
+                queue = queues[job.queue] = _ident("q", job.queue)
+            project = projects.get(job.group)
+            if project is None:
+                project = projects[job.group] = _ident("g", job.group)
             batch.append(
                 JobSubmitted(
-                    job_id=str(job.job_id),
-                    user=_ident("u", job.user),
-                    queue=_ident("q", job.queue),
-                    project=_ident("g", job.group),
-                    submit_time=submit,
-                    min_tasks=tasks,
-                    max_tasks=tasks,
-                    resreq=job_resreq,
+                    job_id=job_id,
+                    user=user,
+                    queue=queue,
+                    project=project,
+                    submit_time=job.submit,
+                    min_tasks=job_tasks,
+                    max_tasks=job_tasks,
+                    resreq=resreqs[number],
                 )
             )
             pending += 1
             next_job += 1
-            smallest_new = min(smallest_new, tasks)
+            if job_tasks < smallest_new:
+                smallest_new = job_tasks
         if pending:
             if every_instant or (free > 0 and (freed or smallest_new <= free)):
                 batch.append(_SESSION)
@@ -221,39 +254,44 @@ async def simulate(
                 smallest_new = math.inf
             else:
                 skipped += 1
+        elif next_job < total or finishes:
+            # Nothing to decide: the finishes go with the next batch that runs a
+            # session or ends the replay (the core reads the clock only then).
+            instants += 1
+            if progress is not None and instants % _PROGRESS_EVERY == 0:
+                progress(next_job, total)
+            continue
         await loop.apply(batch, start=index)
         index += len(batch)
+        batch = []
         if faults:
             fault = faults[0]
             raise SimulationError(
                 f"the replay stopped at t={t:g}: {internal_error_text(fault)}"
             ) from fault
         for decision in taken:
-            match decision:
-                case JobAllocated(job_id=job_id, hosts=hosts):
-                    outcome = by_id[job_id]
-                    outcome.status = "started"
-                    outcome.start = t
-                    outcome.end = t + outcome.run_time
-                    outcome.wait = t - outcome.submit
-                    outcome.hosts = [(h.host, h.slots) for h in hosts]
-                    slots = outcome.slots  # a sum over the hosts: once
-                    heapq.heappush(finishes, (outcome.end, started_n, job_id, slots))
-                    free -= slots
-                    started_n += 1
-                    pending -= 1
-                case JobRejected(job_id=job_id, error=error):
-                    _reject(by_id[job_id], f"core: {error}")
-                    pending -= 1
-                case EventRejected(index=bad, error=error):
-                    rejected = by_index.get(bad)
-                    if rejected is None:
-                        raise SimulationError(f"the core rejected a replay event: {error}")
-                    _reject(rejected, f"core: {error}")
-                    pending -= 1
-                case _:
-                    pass
+            if isinstance(decision, JobAllocated):
+                job_id = decision.job_id
+                number = live.pop(job_id)
+                # Exactly the tasks asked for (min_tasks = max_tasks), one a slot.
+                slots = tasks[number]
+                outcomes.started(number, t, slots, decision.hosts)
+                heappush(finishes, (t + jobs[number].run_time, started_n, job_id, slots))
+                free -= slots
+                started_n += 1
+                pending -= 1
+            elif isinstance(decision, JobRejected):
+                outcomes.rejected(live.pop(decision.job_id), f"core: {decision.error}")
+                pending -= 1
+            elif isinstance(decision, EventRejected):
+                rejected = submitted.get(decision.index)
+                if rejected is None:
+                    raise SimulationError(f"the core rejected a replay event: {decision.error}")
+                live.pop(outcomes.job_id(rejected), None)
+                outcomes.rejected(rejected, f"core: {decision.error}")
+                pending -= 1
         taken.clear()
+        submitted.clear()
         instants += 1
         if progress is not None and instants % _PROGRESS_EVERY == 0:
             progress(next_job, total)
@@ -262,9 +300,7 @@ async def simulate(
     wall = time.perf_counter() - wall_start
     if progress is not None:
         progress(next_job, total)
-    for outcome in outcomes:
-        if outcome.status == "never_started":
-            outcome.reason = "still pending when nothing could change any more"
+    outcomes.set_never_started_reason("still pending when nothing could change any more")
     policy = f"{config.picker}{' strict-fifo' if config.strict_fifo else ''}"
     summary = summarize(
         outcomes,
@@ -278,6 +314,30 @@ async def simulate(
     return SimResult(summary=summary, jobs=outcomes)
 
 
-def _reject(outcome: JobOutcome, reason: str) -> None:
-    outcome.status = "rejected"
-    outcome.reason = reason
+def _requests(
+    jobs: Sequence[SwfJob], cluster: ClusterSpec, resreq: str | None, outcomes: OutcomeTable
+) -> tuple[array[int], array[int], list[str]]:
+    """Add every job to ``outcomes`` (rejecting those the replay refuses); the
+    trace indexes of the others in submit order, and every job's task count and
+    resource requirement (0 and ``""`` for a rejected one)."""
+    tasks = array("q")
+    resreqs: list[str] = []
+    accepted = array("q")
+    seen: set[int] = set()
+    rules = _Rules.of(cluster, resreq)
+    for number, job in enumerate(jobs):
+        request = _request(job, rules)
+        outcomes.append(str(job.job_id), job.submit, max(job.run_time, 0.0), job.size)
+        if job.job_id in seen:
+            request = "duplicate_id"
+        seen.add(job.job_id)
+        if isinstance(request, str):
+            outcomes.rejected(number, request)
+            tasks.append(0)
+            resreqs.append("")
+        else:
+            accepted.append(number)
+            tasks.append(request[0])
+            resreqs.append(request[1])
+    order = array("q", sorted(accepted, key=lambda number: jobs[number].submit))
+    return order, tasks, resreqs

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import importlib
 import math
+import operator
 import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
 from xce_core import XceError
+from xce_core.sim._outcomes import JobOutcome, OutcomeColumns
 
 __all__ = [
     "BOUNDED_SLOWDOWN_TAU",
@@ -42,30 +44,6 @@ __all__ = [
 ]
 
 BOUNDED_SLOWDOWN_TAU: Final = 10.0
-
-Status = Literal["started", "rejected", "never_started"]
-
-
-class JobOutcome(msgspec.Struct, kw_only=True, gc=False):
-    """What happened to one job. ``start``, ``end`` and ``wait`` are set only for
-    started jobs; ``hosts`` is the allocation as ``(host, slots)`` pairs; ``reason``
-    says why a job was rejected or never started."""
-
-    job_id: str
-    submit: float
-    run_time: float
-    procs: int
-    status: Status = "never_started"
-    start: float | None = None
-    end: float | None = None
-    wait: float | None = None
-    hosts: list[tuple[str, int]] = []
-    reason: str = ""
-
-    @property
-    def slots(self) -> int:
-        """Slots held while running (0 if the job never started)."""
-        return sum(n for _, n in self.hosts)
 
 
 class SimSummary(msgspec.Struct, kw_only=True):
@@ -93,10 +71,11 @@ class SimSummary(msgspec.Struct, kw_only=True):
 
 
 class SimResult(msgspec.Struct, kw_only=True):
-    """A replay's summary and every job's outcome in trace order."""
+    """A replay's summary and every job's outcome in trace order (from
+    :func:`~xce_core.sim.simulate`, an :class:`~xce_core.sim.OutcomeTable`)."""
 
     summary: SimSummary
-    jobs: list[JobOutcome]
+    jobs: Sequence[JobOutcome]
 
 
 _FIGURES: Final = (
@@ -119,7 +98,7 @@ def _percentile(sorted_values: Sequence[float], fraction: float) -> float:
 
 
 def summarize(
-    outcomes: Sequence[JobOutcome],
+    outcomes: Iterable[JobOutcome],
     *,
     policy: str,
     hosts: int,
@@ -128,34 +107,34 @@ def summarize(
     sessions_skipped: int = 0,
     wall_time_s: float,
 ) -> SimSummary:
-    """Compute the summary of finished replay ``outcomes``. Pure.
+    """Compute the summary of finished replay ``outcomes`` (objects, or an
+    :class:`~xce_core.sim.OutcomeTable`, read by column). Pure.
 
     Raises ``ValueError`` if a figure would not be finite, which outcomes of jobs
     within the SWF limits (:mod:`xce_core.sim._swf_record`) never cause."""
-    started = [o for o in outcomes if o.status == "started"]
+    c = OutcomeColumns.of(outcomes)
     rejected: dict[str, int] = {}
-    for o in outcomes:
-        if o.status == "rejected":
-            key = o.reason.split(":", 1)[0]
-            rejected[key] = rejected.get(key, 0) + 1
-    waits = sorted(o.wait for o in started if o.wait is not None)
-    first_submit = min((o.submit for o in outcomes if o.status != "rejected"), default=0.0)
-    last_end = max((o.end for o in started if o.end is not None), default=first_submit)
-    makespan = max(0.0, last_end - first_submit) if started else 0.0
-    work = sum(o.slots * o.run_time for o in started)
+    for reason in c.rejected_reasons:
+        key = reason.split(":", 1)[0]
+        rejected[key] = rejected.get(key, 0) + 1
+    waits = sorted(w for w in c.wait if w is not None)
+    first_submit = min(c.queued_submits, default=0.0)
+    last_end = max((e for e in c.end if e is not None), default=first_submit)
+    makespan = max(0.0, last_end - first_submit) if c.slots else 0.0
+    work = sum(map(operator.mul, c.slots, c.run_time))
+    tau = BOUNDED_SLOWDOWN_TAU
     slowdowns = [
-        max(1.0, ((o.wait or 0.0) + o.run_time) / max(o.run_time, BOUNDED_SLOWDOWN_TAU))
-        for o in started
+        max(1.0, ((w or 0.0) + r) / max(r, tau)) for w, r in zip(c.wait, c.run_time, strict=True)
     ]
     summary = SimSummary(
         policy=policy,
         hosts=hosts,
         total_slots=total_slots,
-        jobs=len(outcomes),
-        started=len(started),
+        jobs=c.jobs,
+        started=len(c.slots),
         rejected=sum(rejected.values()),
         rejected_by_reason=dict(sorted(rejected.items())),
-        never_started=sum(1 for o in outcomes if o.status == "never_started"),
+        never_started=c.never_started,
         makespan=makespan,
         wait_mean=statistics.fmean(waits) if waits else 0.0,
         wait_median=statistics.median(waits) if waits else 0.0,
@@ -166,7 +145,7 @@ def summarize(
         sessions=sessions,
         sessions_skipped=sessions_skipped,
         wall_time_s=wall_time_s,
-        jobs_per_s=len(outcomes) / wall_time_s if wall_time_s > 0 else 0.0,
+        jobs_per_s=c.jobs / wall_time_s if wall_time_s > 0 else 0.0,
     )
     for name in _FIGURES:
         if not math.isfinite(getattr(summary, name)):
@@ -223,17 +202,18 @@ def timeline(outcomes: Iterable[JobOutcome]) -> tuple[list[float], list[int], li
     """Step functions over time: instants, busy slots and queued jobs after each.
 
     A job is queued from its submit to its start (to the end of the replay when
-    it never started); rejected jobs are never queued.
+    it never started); rejected jobs are never queued. ``outcomes``: objects, or
+    an :class:`~xce_core.sim.OutcomeTable`, read by column.
     """
+    c = OutcomeColumns.of(outcomes)
     changes: dict[float, list[int]] = {}
-    for o in outcomes:
-        if o.status == "rejected":
-            continue
-        changes.setdefault(o.submit, [0, 0])[1] += 1
-        if o.start is not None and o.end is not None:
-            changes.setdefault(o.start, [0, 0])[1] -= 1
-            changes.setdefault(o.start, [0, 0])[0] += o.slots
-            changes.setdefault(o.end, [0, 0])[0] -= o.slots
+    for submit in c.queued_submits:
+        changes.setdefault(submit, [0, 0])[1] += 1
+    for start, end, slots in zip(c.start, c.end, c.slots, strict=True):
+        if start is not None and end is not None:
+            changes.setdefault(start, [0, 0])[1] -= 1
+            changes.setdefault(start, [0, 0])[0] += slots
+            changes.setdefault(end, [0, 0])[0] -= slots
     times: list[float] = []
     busy: list[int] = []
     queued: list[int] = []

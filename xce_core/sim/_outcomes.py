@@ -1,0 +1,307 @@
+"""Per-job outcomes of a replay: :class:`JobOutcome`, and :class:`OutcomeTable`, which
+holds a whole replay's outcomes compactly.
+
+A replay of 200,000 jobs on 1,024 hosts allocates some 19 million ``(host, slots)``
+pairs; as Python objects they took over a gigabyte. The table keeps one array per
+field instead (a few dozen bytes a job), and an allocation as runs of consecutive
+hosts (in the cluster's order) with the same slot count: an allocator places a
+parallel job on a few such runs, rarely more. :class:`JobOutcome` objects are
+built only when read, equal to those the replay used to keep.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
+from typing import Final, Literal, final, overload
+
+import msgspec
+
+from events import HostSlots
+
+__all__ = ["JobOutcome", "OutcomeColumns", "OutcomeTable", "Status"]
+
+Status = Literal["started", "rejected", "never_started"]
+
+_NEVER_STARTED: Final = 0
+_STARTED: Final = 1
+_REJECTED: Final = 2
+_STATUS_NAMES: Final[tuple[Status, Status, Status]] = ("never_started", "started", "rejected")
+_HOST: Final = attrgetter("host")
+_SLOTS: Final = attrgetter("slots")
+
+
+class JobOutcome(msgspec.Struct, kw_only=True, gc=False):
+    """What happened to one job. ``start``, ``end`` and ``wait`` are set only for
+    started jobs; ``hosts`` is the allocation as ``(host, slots)`` pairs; ``reason``
+    says why a job was rejected or never started."""
+
+    job_id: str
+    submit: float
+    run_time: float
+    procs: int
+    status: Status = "never_started"
+    start: float | None = None
+    end: float | None = None
+    wait: float | None = None
+    hosts: list[tuple[str, int]] = []
+    reason: str = ""
+
+    @property
+    def slots(self) -> int:
+        """Slots held while running (0 if the job never started)."""
+        return sum(n for _, n in self.hosts)
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeColumns:
+    """What the summary and the timeline read of a replay's outcomes, by column.
+
+    ``rejected_reasons`` holds the reason of every rejected job and ``queued_submits``
+    the submit time of every other one; the last five columns are of started jobs
+    only. All in trace order."""
+
+    jobs: int
+    rejected_reasons: list[str]
+    never_started: int
+    queued_submits: Sequence[float]
+    run_time: Sequence[float]
+    start: Sequence[float | None]
+    end: Sequence[float | None]
+    wait: Sequence[float | None]
+    slots: Sequence[int]
+
+    @classmethod
+    def of(cls, outcomes: Iterable[JobOutcome]) -> OutcomeColumns:
+        """The columns of ``outcomes``: from the arrays of an :class:`OutcomeTable`,
+        else from the objects' fields. Pure."""
+        if isinstance(outcomes, OutcomeTable):
+            return outcomes.columns()
+        items = list(outcomes)
+        started = [o for o in items if o.status == "started"]
+        return cls(
+            jobs=len(items),
+            rejected_reasons=[o.reason for o in items if o.status == "rejected"],
+            never_started=sum(1 for o in items if o.status == "never_started"),
+            queued_submits=[o.submit for o in items if o.status != "rejected"],
+            run_time=[o.run_time for o in started],
+            start=[o.start for o in started],
+            end=[o.end for o in started],
+            wait=[o.wait for o in started],
+            slots=[o.slots for o in started],
+        )
+
+
+@final
+class OutcomeTable(Sequence[JobOutcome]):
+    """Every job's outcome of one replay, in trace order, one array per field.
+
+    The replay appends each job (:meth:`append`, status ``never_started``), then
+    marks it :meth:`rejected` or :meth:`started` at most once. Indexing and
+    iteration build a fresh :class:`JobOutcome` per job, equal to what the replay
+    would have kept as objects; so does :meth:`columns` for the report, without
+    building them. With ``host_names`` (the cluster's hosts in registration order;
+    other names are added as met) each started job's hosts are kept; with
+    ``None`` they are not, and read as ``[]`` (``slots`` and :meth:`columns` still
+    count the slots held). Not thread-safe."""
+
+    __slots__ = (
+        "_host_index",
+        "_host_names",
+        "_ids",
+        "_keep_hosts",
+        "_never_reason",
+        "_procs",
+        "_reasons",
+        "_run_count",
+        "_run_first",
+        "_run_host",
+        "_run_length",
+        "_run_slots",
+        "_run_time",
+        "_slots",
+        "_start",
+        "_status",
+        "_submit",
+    )
+
+    def __init__(self, host_names: Iterable[str] | None = None) -> None:
+        self._ids: list[str] = []
+        self._submit = array("d")
+        self._run_time = array("d")
+        self._procs = array("q")
+        self._status = bytearray()
+        self._start = array("d")  # nan until started
+        self._slots = array("q")
+        self._reasons: dict[int, str] = {}
+        self._never_reason = ""
+        self._keep_hosts = host_names is not None
+        self._host_names: list[str] = list(host_names or ())
+        self._host_index = {name: i for i, name in enumerate(self._host_names)}
+        # A job's hosts are its _run_count[job] runs from _run_first[job]; run r
+        # is hosts _run_host[r] to _run_host[r] + _run_length[r] - 1, with
+        # _run_slots[r] slots each.
+        self._run_first = array("q")
+        self._run_count = array("q")
+        self._run_host = array("q")
+        self._run_length = array("q")
+        self._run_slots = array("q")
+
+    @property
+    def keeps_hosts(self) -> bool:
+        """Whether started jobs' hosts are kept (else they read as ``[]``)."""
+        return self._keep_hosts
+
+    def append(self, job_id: str, submit: float, run_time: float, procs: int) -> int:
+        """Add a job, ``never_started`` for now; returns its index."""
+        index = len(self._ids)
+        self._ids.append(job_id)
+        self._submit.append(submit)
+        self._run_time.append(run_time)
+        self._procs.append(procs)
+        self._status.append(_NEVER_STARTED)
+        self._start.append(math.nan)
+        self._slots.append(0)
+        self._run_first.append(0)
+        self._run_count.append(0)
+        return index
+
+    def job_id(self, index: int) -> str:
+        """The id of job ``index``."""
+        return self._ids[index]
+
+    def rejected(self, index: int, reason: str) -> None:
+        """Job ``index`` is rejected, for ``reason``."""
+        self._status[index] = _REJECTED
+        self._reasons[index] = reason
+
+    def started(self, index: int, start: float, slots: int, hosts: Sequence[HostSlots]) -> None:
+        """Job ``index`` started at ``start`` holding ``slots`` slots on ``hosts``
+        (kept only when the table keeps hosts)."""
+        self._status[index] = _STARTED
+        self._start[index] = start
+        self._slots[index] = slots
+        if self._keep_hosts and hosts:
+            first = len(self._run_host)
+            self._add_runs(hosts)
+            self._run_first[index] = first
+            self._run_count[index] = len(self._run_host) - first
+
+    def set_never_started_reason(self, reason: str) -> None:
+        """The reason every job still ``never_started`` reads with."""
+        self._never_reason = reason
+
+    def _add_runs(self, hosts: Sequence[HostSlots]) -> None:
+        index = self._host_index
+        names = list(map(_HOST, hosts))
+        try:
+            numbers = list(map(index.__getitem__, names))
+        except KeyError:  # a host the cluster did not list: numbered as met
+            for name in names:
+                if name not in index:
+                    index[name] = len(self._host_names)
+                    self._host_names.append(name)
+            numbers = list(map(index.__getitem__, names))
+        slots = list(map(_SLOTS, hosts))
+        first, count = numbers[0], len(numbers)
+        if slots.count(slots[0]) == count and numbers == list(range(first, first + count)):
+            self._add_run(first, count, slots[0])  # the usual case, without a loop
+            return
+        run_host, run_slots, length = first, slots[0], 1
+        for number, n in zip(numbers[1:], slots[1:], strict=True):
+            if number == run_host + length and n == run_slots:
+                length += 1
+            else:
+                self._add_run(run_host, length, run_slots)
+                run_host, run_slots, length = number, n, 1
+        self._add_run(run_host, length, run_slots)
+
+    def _add_run(self, host: int, length: int, slots: int) -> None:
+        self._run_host.append(host)
+        self._run_length.append(length)
+        self._run_slots.append(slots)
+
+    def _hosts(self, index: int) -> list[tuple[str, int]]:
+        first = self._run_first[index]
+        end = first + self._run_count[index]
+        names = self._host_names
+        hosts: list[tuple[str, int]] = []
+        for run in range(first, end):
+            host, slots = self._run_host[run], self._run_slots[run]
+            hosts.extend((names[h], slots) for h in range(host, host + self._run_length[run]))
+        return hosts
+
+    def _outcome(self, index: int) -> JobOutcome:
+        status = self._status[index]
+        submit, run_time = self._submit[index], self._run_time[index]
+        outcome = JobOutcome(
+            job_id=self._ids[index],
+            submit=submit,
+            run_time=run_time,
+            procs=self._procs[index],
+            status=_STATUS_NAMES[status],
+            reason=self._reasons.get(index, self._never_reason if status == 0 else ""),
+        )
+        if status == _STARTED:
+            start = self._start[index]
+            outcome.start = start
+            outcome.end = start + run_time
+            outcome.wait = start - submit
+            outcome.hosts = self._hosts(index)
+        return outcome
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, index: int) -> JobOutcome: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[JobOutcome]: ...
+    def __getitem__(self, index: int | slice) -> JobOutcome | list[JobOutcome]:
+        if isinstance(index, slice):
+            return [self._outcome(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("outcome index out of range")
+        return self._outcome(index)
+
+    def __iter__(self) -> Iterator[JobOutcome]:
+        return map(self._outcome, range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a table or a list holding equal outcomes in the same order."""
+        if not isinstance(other, OutcomeTable | list):
+            return NotImplemented
+        return len(self) == len(other) and all(map(operator.eq, self, other))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+    def __repr__(self) -> str:
+        # Kept short: asyncio formats a finished task's result in messages.
+        return f"<OutcomeTable of {len(self)} jobs>"
+
+    def columns(self) -> OutcomeColumns:
+        """The columns of the report (see :class:`OutcomeColumns`), read from the
+        arrays: the same values the outcome objects would give."""
+        status = self._status
+        started = [s == _STARTED for s in status]
+        start = list(compress(self._start, started))
+        submit = list(compress(self._submit, started))
+        run_time = list(compress(self._run_time, started))
+        return OutcomeColumns(
+            jobs=len(self),
+            rejected_reasons=[self._reasons[i] for i, s in enumerate(status) if s == _REJECTED],
+            never_started=status.count(_NEVER_STARTED),
+            queued_submits=list(compress(self._submit, (s != _REJECTED for s in status))),
+            run_time=run_time,
+            start=start,
+            end=[s + r for s, r in zip(start, run_time, strict=True)],
+            wait=[s - b for s, b in zip(start, submit, strict=True)],
+            slots=list(compress(self._slots, started)),
+        )

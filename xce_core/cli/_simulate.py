@@ -15,6 +15,7 @@ import click
 import msgspec
 
 from xce_core import (
+    BACKFILL_MODES,
     ResReqSyntaxError,
     SchedulerConfig,
     XceError,
@@ -79,6 +80,14 @@ __all__ = ["generate_trace_command", "simulate_command"]
 @click.option(
     "--strict-fifo", is_flag=True, help="Stop each session at the first job that cannot start."
 )
+@click.option(
+    "--backfill",
+    type=click.Choice(BACKFILL_MODES),
+    default="none",
+    show_default=True,
+    help="easy: EASY backfilling on the jobs' requested times (field 9, raised to the "
+    "run time when a job ran longer; jobs without one never end for planning).",
+)
 @click.option("--picker", default="fcfs", show_default=True, help="Job order plugin.")
 @click.option("--sequential-allocator", default="seqjob", show_default=True, help="For 1 task.")
 @click.option("--parallel-allocator", default="parjob", show_default=True, help="For 2+ tasks.")
@@ -111,6 +120,7 @@ def simulate_command(
     max_hosts: int,
     resreq: str | None,
     strict_fifo: bool,
+    backfill: str,
     picker: str,
     sequential_allocator: str,
     parallel_allocator: str,
@@ -145,6 +155,8 @@ def simulate_command(
       partition  field 16 -> select[partition==N], only if the hosts have a
                  partition attribute
       --resreq   replaces the memory and partition parts for every job
+      req time   field 9, when > 0: the job's run limit (for --backfill),
+                 raised to its run time when it ran longer (limits raised)
     Jobs still pending when nothing can change any more: never_started.
     \b
     Malformed lines stop the replay with FILE:LINE: what (exit 1), or with
@@ -173,6 +185,7 @@ def simulate_command(
         sequential_allocator=sequential_allocator,
         parallel_allocator=parallel_allocator,
         strict_fifo=strict_fifo,
+        backfill=backfill,
         unsatisfiable_cache=not no_cache,
     )
     try:

@@ -17,7 +17,7 @@ from xce_core.sim._cluster import (
     load_cluster,
 )
 from xce_core.sim._outcomes import OutcomeColumns, OutcomeTable
-from xce_core.sim._replay import Progress, job_request, simulate
+from xce_core.sim._replay import Progress, job_request, run_limit, simulate
 from xce_core.sim._report import (
     BOUNDED_SLOWDOWN_TAU,
     JobOutcome,
@@ -88,6 +88,7 @@ __all__ = [
     "parse_swf_line",
     "plot_timeline",
     "read_swf",
+    "run_limit",
     "simulate",
     "summarize",
     "swf_header",

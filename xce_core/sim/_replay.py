@@ -86,7 +86,7 @@ from xce_core.sim._outcomes import OutcomeTable
 from xce_core.sim._report import SimResult, summarize
 from xce_core.sim._swf import SwfJob
 
-__all__ = ["Progress", "job_request", "simulate"]
+__all__ = ["Progress", "job_request", "run_limit", "simulate"]
 
 Progress = Callable[[int, int], None]
 _PROGRESS_EVERY = 512
@@ -134,6 +134,19 @@ def _request(job: SwfJob, rules: _Rules) -> tuple[int, str] | str:
     if job.req_mem > 0 and rules.mem:
         parts.append(f"rusage[mem={math.ceil(job.req_mem / 1024)}]")
     return size, " ".join(parts)
+
+
+def run_limit(job: SwfJob) -> float | None:
+    """The run limit a replayed job is submitted with: its requested time (SWF
+    field 9) when given (> 0), raised to its run time when it ran longer (as
+    most simulators do; LSF would have killed it at the limit), else none."""
+    if job.req_time <= 0:
+        return None
+    return max(job.req_time, job.run_time)
+
+
+def _raised(job: SwfJob) -> bool:
+    return 0 < job.req_time < job.run_time
 
 
 def _ident(prefix: str, value: int) -> str:
@@ -190,6 +203,13 @@ async def simulate(
     submitted: dict[int, int] = {}  # event index -> trace index, of this instant's batch
     finishes: list[tuple[float, int, str, int]] = []  # end, start order, job id, slots
     pending = 0
+    # Submit-order positions of jobs submitted and not yet started (stale
+    # entries of started ones are dropped when they surface), for ``backfilled``.
+    waiting: list[tuple[int, int]] = []
+    position: dict[int, int] = {}
+    starting: list[int] = []
+    backfilled = 0
+    pending_gone: set[int] = set()
     sessions = 0
     skipped = 0
     free = cluster.total_slots
@@ -219,6 +239,7 @@ async def simulate(
                 break
             job_id = outcomes.job_id(number)
             live[job_id] = number
+            position[number] = next_job
             submitted[index + len(batch)] = number
             job_tasks = tasks[number]
             user = users.get(job.user)
@@ -240,8 +261,10 @@ async def simulate(
                     min_tasks=job_tasks,
                     max_tasks=job_tasks,
                     resreq=resreqs[number],
+                    run_limit=run_limit(job),
                 )
             )
+            heappush(waiting, (next_job, number))
             pending += 1
             next_job += 1
             if job_tasks < smallest_new:
@@ -276,12 +299,15 @@ async def simulate(
                 # Exactly the tasks asked for (min_tasks = max_tasks), one a slot.
                 slots = tasks[number]
                 outcomes.started(number, t, slots, decision.hosts)
+                starting.append(number)
                 heappush(finishes, (t + jobs[number].run_time, started_n, job_id, slots))
                 free -= slots
                 started_n += 1
                 pending -= 1
             elif isinstance(decision, JobRejected):
-                outcomes.rejected(live.pop(decision.job_id), f"core: {decision.error}")
+                number = live.pop(decision.job_id)
+                outcomes.rejected(number, f"core: {decision.error}")
+                pending_gone.add(number)
                 pending -= 1
             elif isinstance(decision, EventRejected):
                 rejected = submitted.get(decision.index)
@@ -289,7 +315,19 @@ async def simulate(
                     raise SimulationError(f"the core rejected a replay event: {decision.error}")
                 live.pop(outcomes.job_id(rejected), None)
                 outcomes.rejected(rejected, f"core: {decision.error}")
+                pending_gone.add(rejected)
                 pending -= 1
+        if starting:
+            # A job that started while one ahead of it in submit order stays
+            # pending was backfilled (or, without backfill, overtook it).
+            pending_gone.update(starting)
+            while waiting and waiting[0][1] in pending_gone:
+                pending_gone.discard(heappop(waiting)[1])
+            first = waiting[0][0] if waiting else math.inf
+            backfilled += sum(1 for number in starting if position[number] > first)
+            for number in starting:
+                del position[number]
+            starting.clear()
         taken.clear()
         submitted.clear()
         instants += 1
@@ -301,7 +339,10 @@ async def simulate(
     if progress is not None:
         progress(next_job, total)
     outcomes.set_never_started_reason("still pending when nothing could change any more")
-    policy = f"{config.picker}{' strict-fifo' if config.strict_fifo else ''}"
+    if config.backfill != "none":
+        policy = f"{config.picker} {config.backfill}-backfill"
+    else:
+        policy = f"{config.picker}{' strict-fifo' if config.strict_fifo else ''}"
     summary = summarize(
         outcomes,
         policy=policy,
@@ -310,6 +351,8 @@ async def simulate(
         sessions=sessions,
         sessions_skipped=skipped,
         wall_time_s=wall,
+        backfilled=backfilled,
+        limits_raised=sum(1 for number in order if _raised(jobs[number])),
     )
     return SimResult(summary=summary, jobs=outcomes)
 

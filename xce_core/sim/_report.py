@@ -13,6 +13,13 @@ Metric definitions (``started`` = jobs that got an allocation):
 - ``sessions`` run and ``sessions_skipped`` (instants with pending jobs where no
   job could start, see :func:`~xce_core.sim._replay.simulate`).
 - ``jobs_per_s``: replayed jobs divided by the wall time of the replay.
+- ``backfilled``: started jobs that started while a job ahead of them in
+  submit order was still pending (with ``--backfill easy``, the jobs that
+  backfilled; without backfill, those that overtook a job that could not start).
+- ``wait_mean_by_size``: mean wait of started jobs per size class (tasks: 1,
+  2-4, 5-16, 17-64, 65-256, 257+; classes without a started job are left out).
+- ``limits_raised``: jobs whose run time exceeded their requested time (SWF
+  field 9), whose run limit was raised to their run time.
 """
 
 from __future__ import annotations
@@ -68,6 +75,9 @@ class SimSummary(msgspec.Struct, kw_only=True):
     sessions_skipped: int
     wall_time_s: float
     jobs_per_s: float
+    backfilled: int = 0
+    wait_mean_by_size: dict[str, float] = msgspec.field(default_factory=dict)
+    limits_raised: int = 0
 
 
 class SimResult(msgspec.Struct, kw_only=True):
@@ -106,6 +116,8 @@ def summarize(
     sessions: int,
     sessions_skipped: int = 0,
     wall_time_s: float,
+    backfilled: int = 0,
+    limits_raised: int = 0,
 ) -> SimSummary:
     """Compute the summary of finished replay ``outcomes`` (objects, or an
     :class:`~xce_core.sim.OutcomeTable`, read by column). Pure.
@@ -146,11 +158,31 @@ def summarize(
         sessions_skipped=sessions_skipped,
         wall_time_s=wall_time_s,
         jobs_per_s=c.jobs / wall_time_s if wall_time_s > 0 else 0.0,
+        backfilled=backfilled,
+        wait_mean_by_size=_wait_by_size(c.wait, c.slots),
+        limits_raised=limits_raised,
     )
     for name in _FIGURES:
         if not math.isfinite(getattr(summary, name)):
             raise ValueError(f"{name} is not finite: a job outcome is outside the SWF limits")
     return summary
+
+
+# Size classes (tasks) of wait_mean_by_size: powers of four.
+SIZE_CLASSES: Final = ((1, 1, "1"), (2, 4, "2-4"), (5, 16, "5-16"), (17, 64, "17-64"),
+                       (65, 256, "65-256"), (257, math.inf, "257+"))  # fmt: skip
+
+
+def _wait_by_size(waits: Sequence[float | None], slots: Sequence[int]) -> dict[str, float]:
+    sums: dict[str, list[float]] = {}
+    for wait, size in zip(waits, slots, strict=True):
+        for lo, hi, name in SIZE_CLASSES:
+            if lo <= size <= hi:
+                entry = sums.setdefault(name, [0.0, 0.0])
+                entry[0] += wait or 0.0
+                entry[1] += 1
+                break
+    return {name: sums[name][0] / sums[name][1] for _, _, name in SIZE_CLASSES if name in sums}
 
 
 def _duration(seconds: float) -> str:
@@ -182,6 +214,12 @@ def format_table(summary: SimSummary) -> str:
         ("bounded slowdown", f"{s.bounded_slowdown_mean:.2f} (mean, tau 10 s)"),
         ("utilisation", f"{s.utilisation:.1%}"),
         ("sessions", f"{s.sessions} run, {s.sessions_skipped} skipped (could start nothing)"),
+        ("backfilled", f"{s.backfilled} (started ahead of a job still pending)"),
+        (
+            "wait by size",
+            ", ".join(f"{k}: {_duration(v)}" for k, v in s.wait_mean_by_size.items()) or "-",
+        ),
+        ("limits raised", f"{s.limits_raised} (ran longer than requested)"),
         ("wall time", f"{s.wall_time_s:.3f} s"),
         ("jobs/s", f"{s.jobs_per_s:,.0f}"),
     ]

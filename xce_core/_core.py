@@ -447,7 +447,13 @@ class SchedulerCore:
     async def _picker_task(self, send: BatchSink, stats: SessionStats) -> None:
         """The picker: queued groups' pending jobs in policy order, in batches
         (:meth:`PolicyOrder.merge`)."""
-        await self._order.merge(self.scratch.cache.entries, send, stats, self.config.batch_size)
+        # A strict-FIFO session usually stops at its first job (the head that
+        # could not start last time): its first batch is that one job, not 16
+        # (the --strict-fifo replay of benchmarks/bench_simulate_big.py).
+        first = 1 if self.config.strict_fifo and self._planner is None else 16
+        await self._order.merge(
+            self.scratch.cache.entries, send, stats, self.config.batch_size, first
+        )
 
     async def _allocator_task(
         self,

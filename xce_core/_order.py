@@ -115,14 +115,16 @@ class PolicyOrder:
         send: BatchSink,
         stats: SessionStats,
         limit: int,
+        first: int = 16,
     ) -> None:
         """Send the queued groups' pending jobs in policy order, in batches, to
         ``send``; ``failed`` holds the fingerprints proven unsatisfiable this
         session (read as it grows): such a group is handed over whole, so its
-        jobs are pended together. Batches start at 16 jobs and double up to
-        ``limit`` (a strict-FIFO session often stops early:
-        ``stats.stopped_by_fifo`` ends the merge). Closes ``send``."""
-        batch_size = min(16, limit)
+        jobs are pended together. Batches start at ``first`` jobs and double up
+        to ``limit`` (a strict-FIFO session often stops at its first job:
+        ``stats.stopped_by_fifo`` ends the merge, so it starts at one).
+        Closes ``send``."""
+        batch_size = min(first, limit)
         pending = PENDING
         heap = self._heap
         touched = self.touched

@@ -130,14 +130,17 @@ class Sleepers:
         if self._fragile:
             for group in list(self._fragile.values()):
                 self._wake(group)
-        if not self._by_select:
+        by_select = self._by_select
+        if not by_select:
             return
         for worker in workers:
+            if not by_select:
+                return  # every watcher woke
             if not worker.usable:
                 continue  # capacity no session can use
-            for text, (select, members) in list(self._by_select.items()):
+            for text, (select, members) in list(by_select.items()):
                 if select is None or select.evaluate(worker.values):
-                    del self._by_select[text]
+                    del by_select[text]
                     for group in list(members.values()):
                         self._wake(group)
 

@@ -119,15 +119,15 @@ class Projection:
     def apply(self, claims: Claims, shared: dict[str, float] | None, sign: int) -> None:
         """Release (``sign`` -1) or take (+1) ``claims`` and ``shared`` amounts."""
         state = self._state
+        saved = self._saved
         for worker, slots, need in claims:
-            if worker not in self._saved:
-                self._saved[worker] = (worker.used_slots, dict(worker.used))
-            state._uncount(worker)
-            worker.used_slots += sign * slots
-            used = worker.used
-            for name, amount in need:
-                used[name] = used.get(name, 0.0) + sign * amount
-            state._count(worker)
+            if worker not in saved:
+                saved[worker] = (worker.used_slots, dict(worker.used))
+            state._freed(worker, -sign * slots)
+            if need:
+                used = worker.used
+                for name, amount in need:
+                    used[name] = used.get(name, 0.0) + sign * amount
         if shared:
             if self._shared is None:
                 self._shared = dict(state.shared_used)
@@ -139,10 +139,8 @@ class Projection:
         """Put back every worker and the shared use as they were."""
         state = self._state
         for worker, (used_slots, used) in self._saved.items():
-            state._uncount(worker)
-            worker.used_slots = used_slots
+            state._freed(worker, worker.used_slots - used_slots)
             worker.used = used
-            state._count(worker)
         self._saved.clear()
         if self._shared is not None:
             state.shared_used = self._shared
@@ -190,10 +188,19 @@ class Planner:
 
         try:
             if times:
-                release_to(times[-1])
-                claims = await self._fits(job)
+                first = _first_time_with_room(times, ends, state.free_total, job.min_tasks, now)
+                claims = None
+                if first < len(times):
+                    # Usually the answer (on one-slot hosts with plain jobs,
+                    # always): the first time enough slots could be free.
+                    release_to(times[first])
+                    claims = await self._fits(job)
+                    lo = hi = first
+                    if claims is None:
+                        release_to(times[-1])
+                        claims = await self._fits(job)
+                        lo, hi = first + 1, len(times) - 1  # the answer is in times[lo..hi]
                 if claims is not None:
-                    lo, hi = 0, len(times) - 1  # the answer is in times[lo..hi]
                     while lo < hi:
                         mid = (lo + hi) // 2
                         release_to(times[mid])
@@ -336,6 +343,22 @@ def _covers(footprint: Footprint, other: Footprint) -> bool:
             if mine[1].get(name, 0.0) < amount:
                 return False
     return True
+
+
+def _first_time_with_room(
+    times: list[float], ends: list[tuple[float, int, Job]], free: int, need: int, now: float
+) -> int:
+    """The index of the first of ``times`` by which ``need`` slots could be free
+    (free now plus every slot the jobs ending by then hold: an upper bound), or
+    ``len(times)``. No earlier time can fit the head, so the search starts here."""
+    i = 0
+    for k, t in enumerate(times):
+        while i < len(ends) and max(ends[i][0], now) <= t:
+            free += sum(slots for _, slots, _ in ends[i][2].claims)
+            i += 1
+        if free >= need:
+            return k
+    return len(times)
 
 
 def _end(entry: tuple[float, int, Job]) -> float:

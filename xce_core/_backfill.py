@@ -62,6 +62,10 @@ class Reservation:
     job: Job
     start: float
     claims: list[Claim] = field(default_factory=list)
+    # Shared resources the head takes (licences), held with the claims.
+    shared: dict[str, float] = field(default_factory=dict)
+    # When the reserved job would end (conservative backfill).
+    end: float = math.inf
     # Slots that jobs running past ``start`` may still take without the head
     # losing what it needs (an upper bound; on one-slot hosts, the textbook's
     # extra nodes). Lowered as such jobs start.
@@ -155,14 +159,16 @@ class Planner:
         self._dispatcher = dispatcher
         self._main = scratch
 
-    async def _fits(
-        self, job: Job
-    ) -> list[tuple[Worker, int, tuple[tuple[str, float], ...]]] | None:
-        """The claims ``job`` would make on the state as it stands (projected),
-        or ``None`` if it does not fit. Claims nothing."""
+    @property
+    def state(self) -> ClusterState:
+        return self._state
+
+    async def fits(self, job: Job) -> tuple[list[Claim], dict[str, float]] | None:
+        """The claims and shared amounts ``job`` would take on the state as it
+        stands (projected), or ``None`` if it does not fit. Claims nothing."""
         ctx = SchedContext(self._state, self._main.fork(), job)
         if await self._dispatcher.allocate(ctx):
-            return list(ctx.journal)
+            return list(ctx.journal), dict(ctx.shared)
         return None
 
     async def reserve(self, job: Job, now: float) -> Reservation | None:
@@ -188,23 +194,23 @@ class Planner:
 
         try:
             if times:
-                first = _first_time_with_room(times, ends, state.free_total, job.min_tasks, now)
+                first = first_time_with_room(times, ends, state.free_total, job.min_tasks, now)
                 claims = None
                 if first < len(times):
                     # Usually the answer (on one-slot hosts with plain jobs,
                     # always): the first time enough slots could be free.
                     release_to(times[first])
-                    claims = await self._fits(job)
+                    claims = await self.fits(job)
                     lo = hi = first
                     if claims is None:
                         release_to(times[-1])
-                        claims = await self._fits(job)
+                        claims = await self.fits(job)
                         lo, hi = first + 1, len(times) - 1  # the answer is in times[lo..hi]
                 if claims is not None:
                     while lo < hi:
                         mid = (lo + hi) // 2
                         release_to(times[mid])
-                        found = await self._fits(job)
+                        found = await self.fits(job)
                         if found is not None:
                             hi, claims = mid, found
                         else:
@@ -213,13 +219,23 @@ class Planner:
                     # Slots free then beyond the fewest the head takes: an
                     # upper bound on what later jobs running past it may hold.
                     slack = state.free_total - job.min_tasks
-                    return Reservation(job, times[lo], claims, slack)
-            # Not even with every limited job ended: with every job ended?
+                    res = Reservation(job, times[lo], claims[0], claims[1])
+                    res.slack = slack
+                    return res
+        finally:
             projection.undo()
-            everything = [j for j in state.jobs.values() if j.claims]
-            for running in everything:
+        # Not even with every limited job ended: with every job ended?
+        return await self.reserve_unlimited(job)
+
+    async def reserve_unlimited(self, job: Job) -> Reservation | None:
+        """A reservation with no finite start (the head holds every host it can
+        use) if ``job`` would fit with every running job ended, else ``None``."""
+        state = self._state
+        projection = Projection(state)
+        try:
+            for running in [j for j in state.jobs.values() if j.claims]:
                 projection.apply(running.claims, dict(running.shared_claims), -1)
-            if await self._fits(job) is None:
+            if await self.fits(job) is None:
                 return None
             return Reservation(job, math.inf)
         finally:
@@ -232,7 +248,7 @@ class Planner:
         without delaying ``reservation``."""
         start = reservation.start
         if start == math.inf:
-            return self._off_the_heads_hosts(reservation.job, ctx)
+            return self.off_hosts_of(reservation.job, ctx)
         if not reservation.runs_past(job, now):
             return True
         if not await self._fits_beside(reservation, ctx, now):
@@ -272,7 +288,7 @@ class Planner:
                     break
                 projection.apply(running.claims, dict(running.shared_claims), -1)
             projection.apply(ctx.journal, ctx.shared, +1)
-            claims = await self._fits(reservation.job)
+            claims = await self.fits(reservation.job)
         finally:
             projection.undo()
         if claims is None:
@@ -281,19 +297,19 @@ class Planner:
                 if len(refused) < _REFUSED_KEPT:
                     refused.append(footprint)
             return False
-        reservation.claims = claims
+        reservation.claims, reservation.shared = claims
         reservation.slack -= taken
         return True
 
     def _clear_of(self, reservation: Reservation, ctx: SchedContext) -> bool:
         """No host of ``ctx``'s claims is one of the reservation's, and it takes
         no shared resource the head wants."""
-        if ctx.shared and self._wants_shared(reservation.job, ctx):
+        if ctx.shared and self.wants_shared(reservation.job, ctx):
             return False
         reserved = {worker for worker, _, _ in reservation.claims}
         return not any(worker in reserved for worker, _, _ in ctx.journal)
 
-    def _wants_shared(self, head: Job, ctx: SchedContext) -> bool:
+    def wants_shared(self, head: Job, ctx: SchedContext) -> bool:
         return any(
             term.name in ctx.shared
             for p in _primaries(head.resreq)
@@ -301,11 +317,11 @@ class Planner:
             for term in terms
         )
 
-    def _off_the_heads_hosts(self, head: Job, ctx: SchedContext) -> bool:
+    def off_hosts_of(self, head: Job, ctx: SchedContext) -> bool:
         """No host of ``ctx``'s claims is one the head's selects can match, and
         no shared resource it takes is one the head wants."""
         primaries = _primaries(head.resreq)
-        if ctx.shared and self._wants_shared(head, ctx):
+        if ctx.shared and self.wants_shared(head, ctx):
             return False
         for worker, _, _ in ctx.journal:
             for primary in primaries:
@@ -345,7 +361,7 @@ def _covers(footprint: Footprint, other: Footprint) -> bool:
     return True
 
 
-def _first_time_with_room(
+def first_time_with_room(
     times: list[float], ends: list[tuple[float, int, Job]], free: int, need: int, now: float
 ) -> int:
     """The index of the first of ``times`` by which ``need`` slots could be free

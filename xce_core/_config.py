@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 __all__ = ["BACKFILL_MODES", "SchedulerConfig"]
 
-BACKFILL_MODES = ("none", "easy")
+BACKFILL_MODES = ("none", "easy", "conservative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,10 @@ class SchedulerConfig:
     - ``backfill``: ``"none"`` (LSF's default: a job that cannot start does not
       hold back later ones), ``"easy"`` (the first job that cannot start gets
       a reservation from the running jobs' run limits; later jobs start only
-      if they cannot delay it; see :mod:`xce_core._backfill`). With backfill,
+      if they cannot delay it; see :mod:`xce_core._backfill`), or
+      ``"conservative"`` (every blocked job, in policy order, up to
+      ``backfill_depth`` of them, gets the earliest reservation that delays
+      no earlier one; see :mod:`xce_core._conservative`). With backfill,
       ``strict_fifo`` is not used: a job that cannot start stops the in-order
       starts either way, and later jobs may only backfill.
     - ``batch_size``: jobs per message from the picker task to the allocator task.
@@ -44,11 +47,14 @@ class SchedulerConfig:
     unsatisfiable_cache: bool = True
     sleep_blocked_groups: bool = True
     backfill: str = "none"
+    backfill_depth: int = 500
     batch_size: int = 256
     yield_every: int = 64
     session_interval: float | None = None
 
     def __post_init__(self) -> None:
+        if self.backfill_depth < 1:
+            raise ValueError("backfill_depth must be at least 1")
         if self.backfill not in BACKFILL_MODES:
             raise ValueError(
                 f"backfill must be one of {', '.join(BACKFILL_MODES)}, not {self.backfill!r}"

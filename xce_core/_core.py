@@ -49,6 +49,7 @@ from xce_core._backfill import Planner, Reservation
 from xce_core._cache import UnsatisfiableCache
 from xce_core._clock import Clock, MonotonicClock
 from xce_core._config import SchedulerConfig
+from xce_core._conservative import ConservativePlan
 from xce_core._context import SchedContext
 from xce_core._dispatch import Dispatcher
 from xce_core._errors import XceError
@@ -133,8 +134,10 @@ class SchedulerCore:
         )
         # Commits made by the running session when each fingerprint failed.
         self._failed_at: dict[int, int] = {}
-        self._reservation: Reservation | None = None  # this session's head
-        self._announced: tuple[str, float, tuple[tuple[str, int], ...]] | None = None
+        self._reservation: Reservation | None = None  # this session's head (EASY)
+        self._plan: ConservativePlan | None = None  # this session's plan (conservative)
+        # The last job_reserved sent, per job: (start, hosts).
+        self._announced: dict[str, tuple[float, tuple[tuple[str, int], ...]]] = {}
         self._picker_rank: dict[tuple[str, int], int] = {}
         self._pickers: dict[str, Picker] = {}
         self.state = ClusterState(self._order_key)
@@ -379,6 +382,7 @@ class SchedulerCore:
         self._finish_groups(complete)
         self._announce_reservation(stats)
         self._reservation = None
+        self._plan = None
         self._scope = None
         self._in_session = False
         end = SessionEnd(
@@ -399,6 +403,8 @@ class SchedulerCore:
         sleeper as pended by this session."""
         sleepers = self._sleepers
         self._failed_at.clear()
+        if self._planner is not None and self.config.backfill == "conservative":
+            self._plan = ConservativePlan(self._planner, self.config.backfill_depth)
         if self._order.broken:
             self._order.rebuild([g for g in self.state.groups.values() if g.asleep is None])
         for group in sleepers.take_woken():
@@ -451,9 +457,10 @@ class SchedulerCore:
         # could not start last time): its first batch is that one job, not 16
         # (the --strict-fifo replay of benchmarks/bench_simulate_big.py).
         first = 1 if self.config.strict_fifo and self._planner is None else 16
-        await self._order.merge(
-            self.scratch.cache.entries, send, stats, self.config.batch_size, first
-        )
+        # Conservative backfill reserves for blocked jobs one by one: groups of
+        # a failed shape are not handed over whole.
+        failed = self.scratch.cache.entries if self._plan is None else {}
+        await self._order.merge(failed, send, stats, self.config.batch_size, first)
 
     async def _allocator_task(
         self,
@@ -488,6 +495,8 @@ class SchedulerCore:
             hit = failed.get(job.fingerprint)
             if hit is not None:
                 self._pend(1, (job,), hit, stats, cached=True)
+                if self._plan is not None:
+                    await self._plan.reserve(job, scratch.now)
                 continue
             reserved = self._reservation
             if reserved is not None and reserved.refuses_shape(job, scratch.now):
@@ -509,14 +518,19 @@ class SchedulerCore:
                     cache.insert(job.fingerprint, reason)
                     self._failed_at[job.fingerprint] = scratch.commits
                     self._pend(1, (job,), reason, stats, cached=False)
-                    if self._planner is not None and self._reservation is None:
+                    if self._plan is not None:
+                        await self._plan.reserve(job, scratch.now)
+                    elif self._planner is not None and self._reservation is None:
                         # The first job that cannot start: the head (_backfill.py).
                         self._reservation = await self._planner.reserve(job, scratch.now)
                 elif self._reservation is not None and not await self._planner_allows(job, ctx):
                     reason = self._reservation.blocks()
                     self._pend(1, (job,), reason, stats, cached=False)
                     continue
-                elif self._start(job, ctx, stats):
+                elif (self._plan and not await self._beside_plan(job, ctx, stats)) or self._start(
+                    job, ctx, stats
+                ):
+                    # Pended and reserved beside the conservative plan, or started.
                     continue
             if self.config.strict_fifo and self._planner is None:
                 stats.stopped_by_fifo = True
@@ -528,18 +542,44 @@ class SchedulerCore:
         assert self._reservation is not None
         return await self._planner.allows(self._reservation, job, ctx, self.scratch.now)
 
+    async def _beside_plan(self, job: Job, ctx: SchedContext, stats: SessionStats) -> bool:
+        """Conservative backfill: ``job`` fits now (claims in ``ctx``); if they
+        would delay a reservation, place it beside them instead, or pend it and
+        reserve. ``True`` if the job may start with the claims now in ``ctx``."""
+        plan = self._plan
+        assert plan is not None
+        now = self.scratch.now
+        blocker = plan.blocking(ctx, now)
+        if blocker is None:
+            return True
+        placed = await plan.place_beside(job, now) if blocker.start != math.inf else None
+        if placed is not None:
+            ctx.reset(job)
+            ctx.journal, ctx.shared = placed
+            return True
+        self._pend(1, (job,), blocker.blocks(), stats, cached=False)
+        await plan.reserve(job, now)
+        return False
+
     def _announce_reservation(self, stats: SessionStats) -> None:
-        """Send the head's ``job_reserved`` when its reservation is new or moved."""
-        res = self._reservation
-        if res is None or res.start == math.inf:
-            return
-        said = (res.job.job_id, res.start, tuple(res.hosts()))
-        if said != self._announced:
-            self._announced = said
-            hosts = [HostSlots(host=name, slots=n) for name, n in said[2]]
-            self._outbox.append(
-                JobReserved(session=stats.number, job_id=said[0], start=res.start, hosts=hosts)
-            )
+        """Send ``job_reserved`` for each finite reservation that is new or moved."""
+        if self._plan is not None:
+            reservations = self._plan.reservations
+        else:
+            reservations = [self._reservation] if self._reservation is not None else []
+        announced: dict[str, tuple[float, tuple[tuple[str, int], ...]]] = {}
+        for res in reservations:
+            if res.start == math.inf:
+                continue
+            said = (res.start, tuple(res.hosts()))
+            job_id = res.job.job_id
+            announced[job_id] = said
+            if self._announced.get(job_id) != said:
+                hosts = [HostSlots(host=name, slots=n) for name, n in said[1]]
+                self._outbox.append(
+                    JobReserved(session=stats.number, job_id=job_id, start=res.start, hosts=hosts)
+                )
+        self._announced = announced
 
     def _pend_on_fault(self, job: Job, exc: Exception, stats: SessionStats) -> None:
         """Pend ``job`` after a fault in its attempt (not cached: it may be this

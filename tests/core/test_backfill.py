@@ -322,3 +322,62 @@ def test_with_exact_limits_no_reserved_job_starts_after_its_reservation(
             promised.setdefault(d.job_id, d.start)
     for name, start in promised.items():
         assert starts[name] <= start
+
+
+# ---------------------------------------------------------------- conservative
+
+
+def test_conservative_reserves_every_blocked_job_and_backfills_beside_them() -> None:
+    # 4 hosts. "a" holds 3 until 10; "wide" (4) is reserved at 10; "b" (2
+    # hosts, 20 s) cannot start now and is reserved after "wide", at 15; "c"
+    # (1 host, ends at 5) starts now beside both; "d" (1 host, 100 s) would
+    # overlap them on any host until 15, where "b" leaves it two: reserved at 15.
+    jobs = [
+        J("a", 0, 3, 10),
+        J("wide", 1, 4, 5),
+        J("b", 2, 2, 20),
+        J("c", 2, 1, 3),
+        J("d", 3, 1, 100),
+    ]
+    starts, decisions = replay(jobs, 4, backfill="conservative")
+    assert starts == {"a": 0, "c": 2, "wide": 10, "b": 15, "d": 15}
+    first = {}
+    for d in decisions:
+        if isinstance(d, JobReserved):
+            first.setdefault(d.job_id, d.start)
+    assert first == {"wide": 10, "b": 15, "d": 15}
+
+
+def test_conservative_does_not_let_a_later_job_delay_an_earlier_reservation() -> None:
+    # 4 hosts; "a" holds 2 until 10. "w1" (3) is the head, reserved at 10 with
+    # one extra host. "w2" (4) is blocked behind it. "long" (1 host, 100 s)
+    # fits now: EASY lets it take the extra host, which delays "w2" until 102;
+    # conservative backfill reserved "w2" at 15 first, so "long" waits.
+    jobs = [J("a", 0, 2, 10), J("w1", 1, 3, 5), J("w2", 1, 4, 5), J("long", 2, 1, 100)]
+    easy, _ = replay(jobs, 4, backfill="easy")
+    cons, _ = replay(jobs, 4, backfill="conservative")
+    assert (easy["long"], easy["w2"]) == (2, 102)
+    assert (cons["w1"], cons["w2"], cons["long"]) == (10, 15, 20)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace, st.integers(3, 8))
+def test_conservative_with_exact_limits_keeps_every_first_promise(
+    rows: list[tuple[int, int, int, int, str]], hosts: int
+) -> None:
+    # Exact limits; a run limit is positive (the event schema refuses 0).
+    jobs = [
+        TJob(j.name, j.submit, j.size, max(j.run, 1.0), max(j.run, 1.0))
+        for j in to_jobs(rows)
+        if j.size <= hosts
+    ]
+    if not jobs:
+        return
+    starts, decisions = replay(jobs, hosts, backfill="conservative")
+    assert len(starts) == len(jobs)  # everything ran
+    promised: dict[str, float] = {}
+    for d in decisions:
+        if isinstance(d, JobReserved):
+            promised.setdefault(d.job_id, d.start)
+    for name, start in promised.items():
+        assert starts[name] <= start, (name, starts[name], start)

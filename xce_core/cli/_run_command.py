@@ -254,6 +254,13 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
     "jobs' run limits (job_submitted.run_limit); later jobs start only if they cannot "
     "delay it (job_reserved decisions say when and where).",
 )
+@click.option(
+    "--backfill-depth",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="conservative: how many blocked jobs get a reservation per session.",
+)
 @click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
 @click.option(
     "--max-frame",
@@ -280,6 +287,7 @@ def run_command(
     parallel_allocator: str,
     strict_fifo: bool,
     backfill: str,
+    backfill_depth: int,
     no_cache: bool,
     max_frame: int,
 ) -> None:
@@ -303,6 +311,7 @@ def run_command(
         parallel_allocator=parallel_allocator,
         strict_fifo=strict_fifo,
         backfill=backfill,
+        backfill_depth=backfill_depth,
         unsatisfiable_cache=not no_cache,
         session_interval=interval,
     )

@@ -88,6 +88,13 @@ __all__ = ["generate_trace_command", "simulate_command"]
     help="easy: EASY backfilling on the jobs' requested times (field 9, raised to the "
     "run time when a job ran longer; jobs without one never end for planning).",
 )
+@click.option(
+    "--backfill-depth",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="conservative: how many blocked jobs get a reservation per session.",
+)
 @click.option("--picker", default="fcfs", show_default=True, help="Job order plugin.")
 @click.option("--sequential-allocator", default="seqjob", show_default=True, help="For 1 task.")
 @click.option("--parallel-allocator", default="parjob", show_default=True, help="For 2+ tasks.")
@@ -121,6 +128,7 @@ def simulate_command(
     resreq: str | None,
     strict_fifo: bool,
     backfill: str,
+    backfill_depth: int,
     picker: str,
     sequential_allocator: str,
     parallel_allocator: str,
@@ -186,6 +194,7 @@ def simulate_command(
         parallel_allocator=parallel_allocator,
         strict_fifo=strict_fifo,
         backfill=backfill,
+        backfill_depth=backfill_depth,
         unsatisfiable_cache=not no_cache,
     )
     try:

@@ -439,16 +439,24 @@ class SchedulerCore:
                 if selects is not None or self._failed_at.get(group.fingerprint) == commits:
                     self._sleepers.sleep(group, reason, selects)
                     continue
-            self._queue(group)
+            if group.live:
+                self._order.requeue(group)
+            else:
+                self._forget(group)
 
     def _queue(self, group: JobGroup) -> None:
         """Queue ``group`` for the next session; one with nothing pending is
-        forgotten (a later job of its shape starts a new group)."""
+        forgotten."""
         self._order.queue(group)
         if not group.queued:
-            groups = self.state.groups
-            if groups.get(group.fingerprint) is group:
-                del groups[group.fingerprint]
+            self._forget(group)
+
+    def _forget(self, group: JobGroup) -> None:
+        """Drop a group with nothing pending (a later job of its shape starts a
+        new group)."""
+        groups = self.state.groups
+        if groups.get(group.fingerprint) is group:
+            del groups[group.fingerprint]
 
     async def _picker_task(self, send: BatchSink, stats: SessionStats) -> None:
         """The picker: queued groups' pending jobs in policy order, in batches

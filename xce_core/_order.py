@@ -82,6 +82,15 @@ class PolicyOrder:
         group.key = key
         heapq.heappush(self._heap, (*key, group.gid, group.ticket, group))
 
+    def requeue(self, group: JobGroup) -> None:
+        """Queue ``group`` again after a session covered it, by the key it was
+        queued by (never after its first pending member's: the head only moves
+        on, and an earlier newcomer re-queues it); the next merge re-keys it
+        when it surfaces. O(log n): no walk over what the session started."""
+        group.ticket += 1
+        group.queued = True
+        heapq.heappush(self._heap, (*group.key, group.gid, group.ticket, group))
+
     def submitted(self, job: Job) -> None:
         """A pending job joined its (awake) group: queue the group, or re-key it
         when the job comes before the member it is queued by."""

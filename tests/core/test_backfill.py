@@ -36,7 +36,11 @@ class TJob:
 
 
 def replay(
-    jobs: list[TJob], hosts: int, backfill: str = "easy", resreq: str = ""
+    jobs: list[TJob],
+    hosts: int,
+    backfill: str = "easy",
+    resreq: str | dict[str, str] = "",
+    slots: int = 1,
 ) -> tuple[dict[str, float], list[object]]:
     """Drive a core over virtual time as the simulator does: at each instant,
     finishes, then submissions, then one session. Start time per job, and
@@ -46,7 +50,14 @@ def replay(
     clock = VirtualClock()
     core = SchedulerCore(SchedulerConfig(backfill=backfill), clock=clock)
     for i in range(hosts):
-        core.apply(WorkerUp(name=f"h{i:03d}", slots=1))
+        core.apply(
+            WorkerUp(
+                name=f"h{i:03d}",
+                slots=slots,
+                attrs={"type": "ab"[i % 2]},
+                resources={"mem": 100.0 * slots},
+            )
+        )
     starts: dict[str, float] = {}
     decisions: list[object] = []
     arrivals = sorted(jobs, key=lambda j: j.submit)
@@ -71,7 +82,7 @@ def replay(
                         submit_time=j.submit,
                         max_tasks=j.size,
                         run_limit=j.limit,
-                        resreq=resreq,
+                        resreq=resreq if isinstance(resreq, str) else resreq[j.name],
                     )
                 )
                 i += 1
@@ -381,3 +392,35 @@ def test_conservative_with_exact_limits_keeps_every_first_promise(
             promised.setdefault(d.job_id, d.start)
     for name, start in promised.items():
         assert starts[name] <= start, (name, starts[name], start)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    trace,
+    st.lists(
+        st.sampled_from(
+            ["", "rusage[mem=150]", "select[type==a]", "span[hosts=1]", "span[ptile=2]"]
+        ),
+        min_size=25,
+        max_size=25,
+    ),
+    st.sampled_from(["easy", "conservative"]),
+)
+def test_general_requirements_on_multi_slot_hosts_keep_every_first_promise(
+    rows: list[tuple[int, int, int, int, str]], shapes: list[str], backfill: str
+) -> None:
+    # 4 hosts of 3 slots and 300 mem, two types: reservations are found with
+    # the allocators (select, rusage, span); with exact limits no head starts
+    # later than it was first promised, and every invariant holds throughout.
+    jobs = [
+        TJob(j.name, j.submit, min(j.size, 3), max(j.run, 1.0), max(j.run, 1.0))
+        for j in to_jobs(rows)
+    ]
+    resreq = {j.name: shapes[i] for i, j in enumerate(jobs)}
+    starts, decisions = replay(jobs, 4, backfill, resreq=resreq, slots=3)
+    promised: dict[str, float] = {}
+    for d in decisions:
+        if isinstance(d, JobReserved):
+            promised.setdefault(d.job_id, d.start)
+    for name, start in promised.items():
+        assert starts.get(name, math.inf) <= start, (name, start)

@@ -176,6 +176,40 @@ class QueueConfig(_Event, tag="queue_config", frozen=True):
     picker: Text | None = None
 
 
+Names = Annotated[list[Text], Meta(max_length=MAX_ENTRIES)]
+Count = Annotated[int, Meta(ge=0, le=MAX_TASKS)]
+
+
+class Limit(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One resource allocation limit (LSF's ``lsb.resources`` Limit section).
+
+    Consumers: ``users`` / ``queues`` / ``projects`` list the jobs it covers,
+    counted together; ``per_user`` / ``per_queue`` / ``per_project`` cover the
+    listed ones each on its own. ``["all"]`` means every one; an omitted
+    dimension is not restricted. Caps: ``slots`` and ``jobs`` of running jobs,
+    and ``resources`` (host consumables and shared resources, by name: the
+    amounts running jobs hold). At least one cap.
+    """
+
+    name: Name
+    users: Names | None = None
+    per_user: Names | None = None
+    queues: Names | None = None
+    per_queue: Names | None = None
+    projects: Names | None = None
+    per_project: Names | None = None
+    slots: Count | None = None
+    jobs: Count | None = None
+    resources: Resources | None = None
+
+
+class LimitsConfig(_Event, tag="limits_config", frozen=True):
+    """Replace the cluster's resource allocation limits with ``limits`` (an empty
+    list removes them). A bad set is rejected whole; the previous one stays."""
+
+    limits: Annotated[list[Limit], Meta(max_length=MAX_ENTRIES)] = []
+
+
 class SessionBegin(_Event, tag="session_begin", frozen=True):
     """Run a scheduling session now."""
 
@@ -189,6 +223,7 @@ InputEvent: TypeAlias = (
     | JobFinished
     | JobCancelled
     | QueueConfig
+    | LimitsConfig
     | SessionBegin
 )
 
@@ -278,6 +313,7 @@ INPUT_TYPES: tuple[type[Struct], ...] = (
     JobCancelled,
     QueueConfig,
     SessionBegin,
+    LimitsConfig,
 )
 DECISION_TYPES: tuple[type[Struct], ...] = (
     JobAllocated,

@@ -36,6 +36,7 @@ from events import (
     JobRejected,
     JobReserved,
     JobSubmitted,
+    LimitsConfig,
     QueueConfig,
     SessionBegin,
     SessionEnd,
@@ -60,7 +61,8 @@ from xce_core._faults import (
     internal_error_text,
     queue_config_or_nothing,
 )
-from xce_core._model import PENDING, Job, JobGroup, Queue
+from xce_core._limits import Limits
+from xce_core._model import PENDING, RUNNING, Job, JobGroup, Queue
 from xce_core._order import BatchSink, Item, PolicyOrder
 from xce_core._pickers import Picker
 from xce_core._registry import Registry, default_registry
@@ -134,6 +136,7 @@ class SchedulerCore:
         )
         # Commits made by the running session when each fingerprint failed.
         self._failed_at: dict[int, int] = {}
+        self._limits = Limits()
         self._reservation: Reservation | None = None  # this session's head (EASY)
         self._plan: ConservativePlan | None = None  # this session's plan (conservative)
         # The last job_reserved sent, per job: (start, hosts).
@@ -176,15 +179,18 @@ class SchedulerCore:
     def session_count(self) -> int:
         return self._sessions
 
-    def apply(self, event: InputEvent, index: int | None = None) -> bool:
+    def apply(self, event: InputEvent, index: int | None = None, *, counted: bool = True) -> bool:
         """Apply one input event (queued if a session runs). Synchronous, never raises
         for bad input: an inconsistent event becomes an ``event_rejected`` decision,
         an invalid job a ``job_rejected`` one, and so is a fault (an
         ``"internal error: "`` text). ``index`` defaults to the count of
-        events received so far. Returns ``True`` when the event is a
-        ``session_begin`` (the caller should then run a session)."""
+        events received so far; ``counted=False`` leaves that count alone (for
+        configuration applied beside the input, such as ``xce run --policy``).
+        Returns ``True`` when the event is a ``session_begin`` (the caller
+        should then run a session)."""
         idx = self._index if index is None else index
-        self._index += 1
+        if counted:
+            self._index += 1
         if isinstance(event, SessionBegin):
             self._session_event = idx
             return True
@@ -219,9 +225,15 @@ class SchedulerCore:
                     state.shared_resource(event)
                     self._sleepers.wake_all()
                 case JobFinished(job_id=job_id):
+                    self._discharge(job_id)
                     self._ended(state.job_finished(job_id))
                 case JobCancelled(job_id=job_id):
+                    self._discharge(job_id)
                     self._ended(state.job_cancelled(job_id))
+                case LimitsConfig():
+                    running = [j for j in state.jobs.values() if j.state is RUNNING]
+                    self._limits.configure(event.limits, running)
+                    self._sleepers.wake_all()
                 case QueueConfig():
                     if event.picker is not None:
                         self.registry.picker(event.picker)
@@ -280,6 +292,12 @@ class SchedulerCore:
                 # the job stands; the next session rebuilds the order, and
                 # reports the fault if the keys still do not compare.
                 self._order.broken = True
+
+    def _discharge(self, job_id: str) -> None:
+        """Before a running job ends: take what it held off the limits."""
+        job = self.state.jobs.get(job_id)
+        if self._limits and job is not None and job.state is RUNNING:
+            self._limits.charge(job, job.claims, dict(job.shared_claims), -1)
 
     def _ended(self, job: Job) -> None:
         """A job finished or was cancelled: what it freed may wake sleeping groups."""
@@ -491,6 +509,7 @@ class SchedulerCore:
         cache = scratch.cache
         failed = cache.entries
         allocate = self._dispatcher.allocate
+        limits = self._limits
         pending = PENDING
         ctx: SchedContext | None = None
         for item in batch:
@@ -505,6 +524,9 @@ class SchedulerCore:
                 self._pend(1, (job,), hit, stats, cached=True)
                 if self._plan is not None:
                     await self._plan.reserve(job, scratch.now)
+                continue
+            if limits and (held := limits.precheck(job)) is not None:
+                self._pend(1, (job,), held, stats, cached=False)
                 continue
             reserved = self._reservation
             if reserved is not None and reserved.refuses_shape(job, scratch.now):
@@ -531,6 +553,9 @@ class SchedulerCore:
                     elif self._planner is not None and self._reservation is None:
                         # The first job that cannot start: the head (_backfill.py).
                         self._reservation = await self._planner.reserve(job, scratch.now)
+                elif limits and (held := limits.check(job, ctx.journal, ctx.shared)) is not None:
+                    self._pend(1, (job,), held, stats, cached=False)
+                    continue
                 elif self._reservation is not None and not await self._planner_allows(job, ctx):
                     reason = self._reservation.blocks()
                     self._pend(1, (job,), reason, stats, cached=False)
@@ -617,6 +642,8 @@ class SchedulerCore:
         else:
             hosts = [HostSlots(host=w.name, slots=n) for w, n in allocation]
         self.scratch.committed()
+        if self._limits:
+            self._limits.charge(job, ctx.journal, ctx.shared, +1)
         stats.allocated += 1
         self._outbox.append(JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts))
         return True

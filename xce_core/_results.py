@@ -48,6 +48,8 @@ class Reason:
     NO_WORKERS = "no_workers"
     # Backfill: the job fits now but would delay the reserved head job.
     RESERVED_FOR_OTHER = "reserved_for_other"
+    # A resource allocation limit that covers the job is full.
+    LIMIT_REACHED = "limit_reached"
 
 
 @dataclass(slots=True)

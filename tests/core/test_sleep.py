@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,9 @@ from events import (
     JobCancelled,
     JobFinished,
     JobPended,
+    JobSubmitted,
+    Limit,
+    LimitsConfig,
     SessionBegin,
     SessionEnd,
     SharedResource,
@@ -92,12 +96,22 @@ async def run(events: list[InputEvent], core: SchedulerCore) -> list[Decision]:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops, st.sampled_from([2, 256]))
+@given(ops, st.sampled_from([2, 256]), st.booleans())
 async def test_sleeping_never_changes_a_decision_or_a_category(
-    stream: list[tuple[Any, ...]], batch: int
+    stream: list[tuple[Any, ...]], batch: int, limited: bool
 ) -> None:
     # batch_size 2: sessions run the picker and allocator as two tasks.
+    # limited: three users under a per-user slot limit (limit_reached pends
+    # beside the groups' own reasons).
     events = to_events(stream)
+    if limited:
+        events = [
+            LimitsConfig(limits=[Limit(name="two", per_user=["all"], slots=2)]),
+            *(
+                msgspec.structs.replace(e, user=f"u{i % 3}") if isinstance(e, JobSubmitted) else e
+                for i, e in enumerate(events)
+            ),
+        ]
     asleep = SchedulerCore(SchedulerConfig(batch_size=batch))
     awake = SchedulerCore(SchedulerConfig(sleep_blocked_groups=False, batch_size=batch))
     assert per_session(await run(events, asleep)) == per_session(await run(events, awake))

@@ -21,6 +21,7 @@ import textwrap
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, final
 
 import anyio
@@ -45,6 +46,7 @@ from xce_core.cli._endpoints import (
     parse_listen_address,
     stderr_line,
 )
+from xce_core.cli._policy import read_policy
 from xce_core.cli._run import (
     EXIT_IO_ERROR,
     EXIT_OK,
@@ -261,6 +263,11 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
     show_default=True,
     help="conservative: how many blocked jobs get a reservation per session.",
 )
+@click.option(
+    "--policy",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TOML policy file: resource allocation limits ([[limits]] tables), set first.",
+)
 @click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
 @click.option(
     "--max-frame",
@@ -288,6 +295,7 @@ def run_command(
     strict_fifo: bool,
     backfill: str,
     backfill_depth: int,
+    policy: Path | None,
     no_cache: bool,
     max_frame: int,
 ) -> None:
@@ -328,6 +336,9 @@ def run_command(
     core = SchedulerCore(
         config, registry=registry, clock=EpochClock(), on_internal_error=log_internal_error
     )
+    if policy is not None:
+        # Checked already; not one of the input's events (their indexes stand).
+        core.apply(read_policy(policy), index=-1, counted=False)
     options = dict(
         format=input_format,
         output_format=output_format,

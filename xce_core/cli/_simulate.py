@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 import msgspec
 
+from events import Limit, LimitsConfig
 from xce_core import (
     BACKFILL_MODES,
     ResReqSyntaxError,
@@ -22,6 +23,7 @@ from xce_core import (
     default_registry,
     parse_resreq,
 )
+from xce_core.cli._policy import read_policy
 from xce_core.cli._run import unknown_plugin
 from xce_core.runtime import run_async
 from xce_core.sim import (
@@ -95,6 +97,11 @@ __all__ = ["generate_trace_command", "simulate_command"]
     show_default=True,
     help="conservative: how many blocked jobs get a reservation per session.",
 )
+@click.option(
+    "--policy",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TOML policy file: resource allocation limits ([[limits]] tables).",
+)
 @click.option("--picker", default="fcfs", show_default=True, help="Job order plugin.")
 @click.option("--sequential-allocator", default="seqjob", show_default=True, help="For 1 task.")
 @click.option("--parallel-allocator", default="parjob", show_default=True, help="For 2+ tasks.")
@@ -129,6 +136,7 @@ def simulate_command(
     strict_fifo: bool,
     backfill: str,
     backfill_depth: int,
+    policy: Path | None,
     picker: str,
     sequential_allocator: str,
     parallel_allocator: str,
@@ -182,6 +190,7 @@ def simulate_command(
             parse_resreq(resreq)
     except ResReqSyntaxError as exc:
         raise click.BadParameter(str(exc), param_hint="--resreq") from None
+    limits = read_policy(policy) if policy is not None else LimitsConfig()
     if cluster_file is not None and (hosts is not None or slots != 1):
         raise click.UsageError("--cluster excludes --hosts and --slots")
     if hosts is not None and hosts > max_hosts:
@@ -236,7 +245,9 @@ def simulate_command(
     try:
         # Where jobs ran is kept only for the one output that shows it.
         keep_hosts = schedule is not None
-        result = _replay(swf.jobs, cluster, config, resreq, every_instant, keep_hosts)
+        result = _replay(
+            swf.jobs, cluster, config, resreq, every_instant, keep_hosts, limits.limits
+        )
     except XceError as exc:
         raise click.ClickException(str(exc)) from None
     try:
@@ -285,6 +296,7 @@ def _replay(
     resreq: str | None,
     every_instant: bool,
     keep_hosts: bool,
+    limits: Sequence[Limit],
 ) -> SimResult:
     """Run :func:`simulate`, with a progress bar on stderr when it is a terminal."""
     run = functools.partial(
@@ -295,6 +307,7 @@ def _replay(
         resreq=resreq,
         every_instant=every_instant,
         keep_hosts=keep_hosts,
+        limits=limits,
     )
     if not sys.stderr.isatty():
         return run_async(run)

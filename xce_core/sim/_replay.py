@@ -72,6 +72,8 @@ from events import (
     JobFinished,
     JobRejected,
     JobSubmitted,
+    Limit,
+    LimitsConfig,
     SessionBegin,
 )
 from xce_core import (
@@ -162,6 +164,7 @@ async def simulate(
     progress: Progress | None = None,
     every_instant: bool = False,
     keep_hosts: bool = True,
+    limits: Sequence[Limit] = (),
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` (see the module docstring for the rules).
 
@@ -170,7 +173,9 @@ async def simulate(
     every instant with pending jobs, even one that cannot start any. Without
     ``keep_hosts`` the result does not keep where jobs ran (their ``hosts`` read
     as ``[]``; everything else is the same), which saves most of the memory of a
-    replay of many wide jobs. Never sleeps; each session is a checkpoint. Raises
+    replay of many wide jobs. ``limits`` are resource allocation limits set
+    before the first job (a ``limits_config`` event). Never sleeps; each
+    session is a checkpoint. Raises
     :class:`SimulationError` if the core contradicts the replay's bookkeeping or
     reports a fault (a bug, or a plugin that raised), :class:`PluginError` for an
     unknown picker or allocator in ``config``.
@@ -191,6 +196,10 @@ async def simulate(
     await loop.apply(workers)
     for decision in taken:
         raise SimulationError(f"the core refused a host: {decision}")
+    if limits:
+        await loop.apply([LimitsConfig(limits=list(limits))], start=len(workers))
+        for decision in taken:
+            raise SimulationError(f"the core refused the limits: {decision}")
 
     outcomes = OutcomeTable([w.name for w in workers] if keep_hosts else None)
     # The jobs to submit, by trace index, in submit order (ties in trace order:
@@ -216,7 +225,7 @@ async def simulate(
     freed = True  # a finish since the last session
     smallest_new = math.inf  # fewest tasks among jobs submitted since the last session
     started_n = 0
-    index = len(workers)  # events are numbered on from the workers'
+    index = len(workers) + (1 if limits else 0)  # events numbered after the setup
     total = len(order)
     next_job = 0
     instants = 0

@@ -1,0 +1,78 @@
+"""``--policy FILE`` on ``xce run`` and ``xce simulate``: limits from TOML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tests.cli.xce_process import run
+from xce_core.cli import main as cli_main
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "synthetic.swf"
+
+POLICY = """
+[[limits]]
+name = "one_each"
+per_user = ["all"]
+jobs = 1
+"""
+
+
+def test_xce_run_applies_the_limits_before_the_first_event(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY)
+    stream = "\n".join(
+        json.dumps(e)
+        for e in [
+            {"type": "worker_up", "name": "h", "slots": 4},
+            {"type": "job_submitted", "job_id": "a1", "user": "ann"},
+            {"type": "job_submitted", "job_id": "a2", "user": "ann"},
+            {"type": "job_submitted", "job_id": "b1", "user": "bob"},
+            {"type": "session_begin"},
+            {"type": "worker_down", "name": "nope"},
+        ]
+    )
+    out = run("--policy", str(policy), input=(stream + "\n").encode())
+    assert out.returncode == 0, out.stderr
+    decisions = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [d["job_id"] for d in decisions if d["type"] == "job_allocated"] == ["a1", "b1"]
+    (held,) = [d for d in decisions if d["type"] == "job_pended"]
+    assert (held["job_id"], held["reason"]) == ("a2", "limit_reached")
+    assert held["detail"] == "limit one_each: JOBS (PER_USER ann): 1/1 in use"
+    # The policy is not one of the input's events: their indexes stand.
+    (rejected,) = [d for d in decisions if d["type"] == "event_rejected"]
+    assert rejected["index"] == 5
+
+
+def test_a_bad_policy_file_is_a_usage_error_naming_file_and_fault(tmp_path: Path) -> None:
+    cases = {
+        'limits = [{ name = "x", per_host = ["all"], slots = 1 }]': "unknown field `per_host`",
+        'limits = [{ name = "x", users = ["a"] }]': "limit 'x': no slots, jobs or resources",
+        "limits = [": "",
+    }
+    for text, error in cases.items():
+        policy = tmp_path / "p.toml"
+        policy.write_text(text)
+        failed = run("--policy", str(policy))
+        assert failed.returncode == 2, failed.stderr
+        assert str(policy) in failed.stderr.decode()
+        assert error in failed.stderr.decode()
+        out = CliRunner().invoke(cli_main, ["simulate", str(EXAMPLE), "--policy", str(policy)])
+        assert out.exit_code == 2, out.output
+        assert str(policy) in out.output
+        assert error in out.output
+
+
+def test_xce_simulate_replays_under_the_limits(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[limits]]\nname = "s"\nper_user = ["all"]\nslots = 64\n')
+    plain = CliRunner().invoke(cli_main, ["simulate", str(EXAMPLE), "--json"])
+    limited = CliRunner().invoke(
+        cli_main, ["simulate", str(EXAMPLE), "--json", "--policy", str(policy)]
+    )
+    assert plain.exit_code == limited.exit_code == 0, limited.output
+    # 64 slots per user on a 64-slot cluster: a cap no job or user reaches, so
+    # every job still starts.
+    assert json.loads(limited.output)["started"] == json.loads(plain.output)["started"]

@@ -14,7 +14,6 @@ Cancellation is never caught.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable
 from itertools import islice
@@ -34,7 +33,6 @@ from events import (
     JobFinished,
     JobPended,
     JobRejected,
-    JobReserved,
     JobSubmitted,
     LimitsConfig,
     QueueConfig,
@@ -46,11 +44,9 @@ from events import (
     WorkerUp,
 )
 from xce_core._admission import ShapeCache
-from xce_core._backfill import Planner, Reservation
 from xce_core._cache import UnsatisfiableCache
 from xce_core._clock import Clock, MonotonicClock
 from xce_core._config import SchedulerConfig
-from xce_core._conservative import ConservativePlan
 from xce_core._context import SchedContext
 from xce_core._dispatch import Dispatcher
 from xce_core._errors import XceError
@@ -63,12 +59,13 @@ from xce_core._faults import (
 )
 from xce_core._limits import Limits
 from xce_core._model import PENDING, RUNNING, Job, JobGroup, Queue
-from xce_core._order import BatchSink, Item, PolicyOrder
+from xce_core._order import BatchSink, Item
+from xce_core._pending import PendingQueue
 from xce_core._pickers import Picker
 from xce_core._registry import Registry, default_registry
+from xce_core._reservations import Reservations
 from xce_core._results import PendReason, Reason, SessionStats
 from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
-from xce_core._sleep import Sleepers, watch
 from xce_core._state import ClusterState, EventInconsistent
 
 __all__ = ["SchedulerCore"]
@@ -122,9 +119,7 @@ class SchedulerCore:
         self.registry.picker(self.config.picker)  # fail early on a bad name
         self._dispatcher = Dispatcher(self.config, self.registry)
         config = self.config
-        self._order = PolicyOrder()
-        self._sleepers = Sleepers()
-        self._may_sleep = (
+        may_sleep = (
             config.sleep_blocked_groups
             and config.backfill == "none"  # the head must be seen every session
             and config.unsatisfiable_cache
@@ -134,16 +129,11 @@ class SchedulerCore:
                 for name in (config.sequential_allocator, config.parallel_allocator)
             )
         )
-        # Commits made by the running session when each fingerprint failed.
-        self._failed_at: dict[int, int] = {}
         self._limits = Limits()
-        self._reservation: Reservation | None = None  # this session's head (EASY)
-        self._plan: ConservativePlan | None = None  # this session's plan (conservative)
-        # The last job_reserved sent, per job: (start, hosts).
-        self._announced: dict[str, tuple[float, tuple[tuple[str, int], ...]]] = {}
         self._picker_rank: dict[tuple[str, int], int] = {}
         self._pickers: dict[str, Picker] = {}
         self.state = ClusterState(self._order_key)
+        self._pending = PendingQueue(self.state, may_sleep=may_sleep)
         self._shapes = ShapeCache(self.state)
         self.scratch = SessionScratch(
             self.state,
@@ -151,9 +141,11 @@ class SchedulerCore:
             UnsatisfiableCache(enabled=self.config.unsatisfiable_cache),
             pacer=Pacer(self.config.yield_every),
         )
-        self._planner = (
-            Planner(self.state, self._dispatcher, self.scratch)
-            if self.config.backfill != "none"
+        self._backfill = (
+            Reservations(
+                self.state, self._dispatcher, self.scratch, config.backfill, config.backfill_depth
+            )
+            if config.backfill != "none"
             else None
         )
         self._outbox: list[Decision] = []
@@ -214,34 +206,32 @@ class SchedulerCore:
                     self._submit(event)
                 case WorkerUp():
                     state.worker_up(event)
-                    self._sleepers.wake_all()
+                    self._pending.wake_all()
                 case WorkerDown(name=name):
                     state.worker_down(name)
-                    self._sleepers.wake_all()
+                    self._pending.wake_all()
                 case WorkerRemoved(name=name):
                     state.worker_removed(name)
-                    self._sleepers.wake_all()
+                    self._pending.wake_all()
                 case SharedResource():
                     state.shared_resource(event)
-                    self._sleepers.wake_all()
+                    self._pending.wake_all()
                 case JobFinished(job_id=job_id):
                     self._discharge(job_id)
-                    self._ended(state.job_finished(job_id))
+                    self._pending.ended(state.job_finished(job_id))
                 case JobCancelled(job_id=job_id):
                     self._discharge(job_id)
-                    self._ended(state.job_cancelled(job_id))
+                    self._pending.ended(state.job_cancelled(job_id))
                 case LimitsConfig():
                     running = [j for j in state.jobs.values() if j.state is RUNNING]
                     self._limits.configure(event.limits, running)
-                    self._sleepers.wake_all()
+                    self._pending.wake_all()
                 case QueueConfig():
                     if event.picker is not None:
                         self.registry.picker(event.picker)
                     queue_config_or_nothing(state, event)
                     # Order keys changed: every group rejoins the order afresh.
-                    self._sleepers.wake_all()
-                    self._sleepers.take_woken()
-                    self._order.broken = True  # rebuilt before the next session
+                    self._pending.reorder()
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
         except XceError as exc:
@@ -280,31 +270,13 @@ class SchedulerCore:
             # A fault part of the way in (a picker's order_key, say).
             forget_partial_job(state, ev, pending)
             raise
-        group = job.group
-        assert group is not None
-        if group.asleep is not None:
-            self._sleepers.submitted(job)
-        else:
-            try:
-                self._order.submitted(job)
-            except Exception:
-                # Keys that do not compare (a picker breaking its contract):
-                # the job stands; the next session rebuilds the order, and
-                # reports the fault if the keys still do not compare.
-                self._order.broken = True
+        self._pending.submitted(job)
 
     def _discharge(self, job_id: str) -> None:
         """Before a running job ends: take what it held off the limits."""
         job = self.state.jobs.get(job_id)
         if self._limits and job is not None and job.state is RUNNING:
             self._limits.charge(job, job.claims, dict(job.shared_claims), -1)
-
-    def _ended(self, job: Job) -> None:
-        """A job finished or was cancelled: what it freed may wake sleeping groups."""
-        if job.allocation:
-            self._sleepers.released(w for w, _ in job.allocation)
-        elif job.group is not None and job.group.asleep is not None:
-            self._sleepers.cancelled(job.group)
 
     def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         name = queue.picker or self.config.picker
@@ -367,8 +339,10 @@ class SchedulerCore:
         try:
             # Strictly before any task starts.
             self.scratch.begin(stats.number, self.clock.now())
-            self._begin_groups(stats)
-            if not len(self._order):
+            self._pending.begin(stats, self._pend)
+            if self._backfill is not None:
+                self._backfill.begin()
+            if not len(self._pending):
                 # Nothing to cover: no picker or allocator to start. Still a
                 # checkpoint, so a loop of empty sessions stays cancellable.
                 await anyio.lowlevel.checkpoint()
@@ -376,7 +350,8 @@ class SchedulerCore:
                 return self._end_session(stats, started, complete)
             with anyio.CancelScope() as scope:
                 self._scope = scope
-                if self.state.pending_count - len(self._sleepers) <= self.config.batch_size:
+                awake = self.state.pending_count - self._pending.sleeping_jobs
+                if awake <= self.config.batch_size:
                     # A small session fits in one batch: starting two tasks would
                     # cost more than the session. The same picker and allocator
                     # code runs in this task, batch by batch.
@@ -388,7 +363,7 @@ class SchedulerCore:
                         tg.start_soon(self._allocator_task, receive, stats, tg.cancel_scope)
             complete = not scope.cancel_called
         except Exception as exc:  # never a cancellation: those are BaseExceptions
-            self._order.broken = True  # a heap operation may have raised midway
+            self._pending.broken()  # a heap operation may have raised midway
             where = f"session {stats.number} stopped: "
             self._fault(exc, EventRejected(index=asked_by, error=internal_error_text(exc, where)))
         finally:
@@ -397,10 +372,10 @@ class SchedulerCore:
         return end
 
     def _end_session(self, stats: SessionStats, started: float, complete: bool) -> SessionEnd:
-        self._finish_groups(complete)
-        self._announce_reservation(stats)
-        self._reservation = None
-        self._plan = None
+        scratch = self.scratch
+        self._pending.finish(complete, scratch.cache.entries, scratch.commits)
+        if self._backfill is not None:
+            self._outbox += self._backfill.end(stats.number)
         self._scope = None
         self._in_session = False
         end = SessionEnd(
@@ -414,79 +389,18 @@ class SchedulerCore:
         self._drain_deferred()
         return end
 
-    def _begin_groups(self, stats: SessionStats) -> None:
-        """Queue the groups woken since the last session (and, before a session
-        that may commit, the fragile sleepers: see :mod:`xce_core._sleep`); tell
-        members that joined a sleeping group why they pend; count every
-        sleeper as pended by this session."""
-        sleepers = self._sleepers
-        self._failed_at.clear()
-        if self._planner is not None and self.config.backfill == "conservative":
-            self._plan = ConservativePlan(self._planner, self.config.backfill_depth)
-        if self._order.broken:
-            self._order.rebuild([g for g in self.state.groups.values() if g.asleep is None])
-        for group in sleepers.take_woken():
-            self._queue(group)
-        if len(self._order) and len(sleepers):
-            sleepers.wake_fragile()
-            for group in sleepers.take_woken():
-                self._queue(group)
-        for group in sleepers.unsettled.values():
-            members = [job for job in group.unsettled if job.state is PENDING]
-            group.unsettled = []
-            assert group.asleep is not None
-            self._pend(0, members, group.asleep, stats, cached=True)
-        sleepers.unsettled.clear()
-        stats.pended += sleepers.jobs
-        stats.cache_hits += sleepers.jobs
-
-    def _finish_groups(self, complete: bool) -> None:
-        """After a session: each group it covered is dropped (nothing pending),
-        put to sleep (proven unsatisfiable by a session that ran to its end,
-        when sleeping is allowed and safe), or queued for the next session."""
-        failed = self.scratch.cache.entries if complete and self._may_sleep else {}
-        commits = self.scratch.commits
-        consumables = self.state.consumables
-        for group in self._order.finish():
-            reason = failed.get(group.fingerprint) if group.live else None
-            if reason is not None:
-                group.begin()  # drop what this session started, while it is fresh
-                selects = watch(group.jobs[group.head].resreq, consumables)
-                # A fragile group sleeps only if nothing was committed after it
-                # failed: its category depends on how full its hosts are.
-                if selects is not None or self._failed_at.get(group.fingerprint) == commits:
-                    self._sleepers.sleep(group, reason, selects)
-                    continue
-            if group.live:
-                self._order.requeue(group)
-            else:
-                self._forget(group)
-
-    def _queue(self, group: JobGroup) -> None:
-        """Queue ``group`` for the next session; one with nothing pending is
-        forgotten."""
-        self._order.queue(group)
-        if not group.queued:
-            self._forget(group)
-
-    def _forget(self, group: JobGroup) -> None:
-        """Drop a group with nothing pending (a later job of its shape starts a
-        new group)."""
-        groups = self.state.groups
-        if groups.get(group.fingerprint) is group:
-            del groups[group.fingerprint]
-
     async def _picker_task(self, send: BatchSink, stats: SessionStats) -> None:
         """The picker: queued groups' pending jobs in policy order, in batches
         (:meth:`PolicyOrder.merge`)."""
         # A strict-FIFO session usually stops at its first job (the head that
         # could not start last time): its first batch is that one job, not 16
         # (the --strict-fifo replay of benchmarks/bench_simulate_big.py).
-        first = 1 if self.config.strict_fifo and self._planner is None else 16
+        first = 1 if self.config.strict_fifo and self._backfill is None else 16
         # Conservative backfill reserves for blocked jobs one by one: groups of
         # a failed shape are not handed over whole.
-        failed = self.scratch.cache.entries if self._plan is None else {}
-        await self._order.merge(failed, send, stats, self.config.batch_size, first)
+        whole = self._backfill is None or self._backfill.groups_whole
+        failed = self.scratch.cache.entries if whole else {}
+        await self._pending.merge(failed, send, stats, self.config.batch_size, first)
 
     async def _allocator_task(
         self,
@@ -510,6 +424,7 @@ class SchedulerCore:
         failed = cache.entries
         allocate = self._dispatcher.allocate
         limits = self._limits
+        backfill = self._backfill
         pending = PENDING
         ctx: SchedContext | None = None
         for item in batch:
@@ -522,15 +437,14 @@ class SchedulerCore:
             hit = failed.get(job.fingerprint)
             if hit is not None:
                 self._pend(1, (job,), hit, stats, cached=True)
-                if self._plan is not None:
-                    await self._plan.reserve(job, scratch.now)
+                if backfill is not None:
+                    await backfill.on_cache_hit(job, scratch.now)
                 continue
             if limits and (held := limits.precheck(job)) is not None:
                 self._pend(1, (job,), held, stats, cached=False)
                 continue
-            reserved = self._reservation
-            if reserved is not None and reserved.refuses_shape(job, scratch.now):
-                self._pend(1, (job,), reserved.blocks(), stats, cached=True)
+            if backfill is not None and (held := backfill.refused(job, scratch.now)) is not None:
+                self._pend(1, (job,), held, stats, cached=True)
                 continue
             stats.attempts += 1
             if ctx is None:
@@ -546,73 +460,26 @@ class SchedulerCore:
                 if not allocated:
                     reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
                     cache.insert(job.fingerprint, reason)
-                    self._failed_at[job.fingerprint] = scratch.commits
                     self._pend(1, (job,), reason, stats, cached=False)
-                    if self._plan is not None:
-                        await self._plan.reserve(job, scratch.now)
-                    elif self._planner is not None and self._reservation is None:
-                        # The first job that cannot start: the head (_backfill.py).
-                        self._reservation = await self._planner.reserve(job, scratch.now)
+                    if backfill is not None:
+                        await backfill.on_failure(job, scratch.now)
                 elif limits and (held := limits.check(job, ctx.journal, ctx.shared)) is not None:
                     self._pend(1, (job,), held, stats, cached=False)
                     continue
-                elif self._reservation is not None and not await self._planner_allows(job, ctx):
-                    reason = self._reservation.blocks()
-                    self._pend(1, (job,), reason, stats, cached=False)
-                    continue
-                elif (self._plan and not await self._beside_plan(job, ctx, stats)) or self._start(
-                    job, ctx, stats
+                elif (
+                    backfill is not None
+                    and (held := await backfill.holds_back(job, ctx, scratch.now)) is not None
                 ):
-                    # Pended and reserved beside the conservative plan, or started.
+                    # It would delay a reservation (and under conservative
+                    # backfill has one of its own now).
+                    self._pend(1, (job,), held, stats, cached=False)
                     continue
-            if self.config.strict_fifo and self._planner is None:
+                elif self._start(job, ctx, stats):
+                    continue
+            if self.config.strict_fifo and backfill is None:
                 stats.stopped_by_fifo = True
                 return False
         return True
-
-    async def _planner_allows(self, job: Job, ctx: SchedContext) -> bool:
-        assert self._planner is not None
-        assert self._reservation is not None
-        return await self._planner.allows(self._reservation, job, ctx, self.scratch.now)
-
-    async def _beside_plan(self, job: Job, ctx: SchedContext, stats: SessionStats) -> bool:
-        """Conservative backfill: ``job`` fits now (claims in ``ctx``); if they
-        would delay a reservation, place it beside them instead, or pend it and
-        reserve. ``True`` if the job may start with the claims now in ``ctx``."""
-        plan = self._plan
-        assert plan is not None
-        now = self.scratch.now
-        blocker = plan.blocking(ctx, now)
-        if blocker is None:
-            return True
-        placed = await plan.place_beside(job, now) if blocker.start != math.inf else None
-        if placed is not None:
-            ctx.reset(job)
-            ctx.journal, ctx.shared = placed
-            return True
-        self._pend(1, (job,), blocker.blocks(), stats, cached=False)
-        await plan.reserve(job, now)
-        return False
-
-    def _announce_reservation(self, stats: SessionStats) -> None:
-        """Send ``job_reserved`` for each finite reservation that is new or moved."""
-        if self._plan is not None:
-            reservations = self._plan.reservations
-        else:
-            reservations = [self._reservation] if self._reservation is not None else []
-        announced: dict[str, tuple[float, tuple[tuple[str, int], ...]]] = {}
-        for res in reservations:
-            if res.start == math.inf:
-                continue
-            said = (res.start, tuple(res.hosts()))
-            job_id = res.job.job_id
-            announced[job_id] = said
-            if self._announced.get(job_id) != said:
-                hosts = [HostSlots(host=name, slots=n) for name, n in said[1]]
-                self._outbox.append(
-                    JobReserved(session=stats.number, job_id=job_id, start=res.start, hosts=hosts)
-                )
-        self._announced = announced
 
     def _pend_on_fault(self, job: Job, exc: Exception, stats: SessionStats) -> None:
         """Pend ``job`` after a fault in its attempt (not cached: it may be this

@@ -24,8 +24,9 @@ that shrinking capacity can change (``no_workers``, ``no_matching_host`` or
 ``not_enough_slots``). A *fragile* group's category also depends on how full
 its hosts are (``resource_unavailable`` against ``not_enough_slots``, or a
 licence), so it sleeps only while nothing at all is committed or freed:
-it is never put to sleep when a commit followed its failure in the same
-session, and it wakes before any session that could commit.
+it is put to sleep only by a session that committed nothing (an option or a
+part of it may have been explained, and cached, at any point of the session),
+and it wakes before any session that could commit.
 
 Groups only sleep when the session cache is on, outside strict FIFO (which
 stops at the first job that cannot start, so it needs no sleep to cost what it

@@ -1,0 +1,167 @@
+"""The pending queue across sessions: the policy order and the sleeping groups.
+
+:class:`PendingQueue` is what the core asks about pending jobs between and
+around sessions. It owns the :class:`~xce_core._order.PolicyOrder` (queued
+groups, merged by each session) and the :class:`~xce_core._sleep.Sleepers`
+(groups proven unsatisfiable, out of sessions until an event wakes them), and
+moves groups between the two: new jobs join their group's side, events wake
+sleepers, a session starts by queueing what woke and ends by putting each
+group it covered to sleep, back in the order, or away (nothing pending).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from xce_core._model import PENDING, Job, JobGroup
+from xce_core._order import BatchSink, PolicyOrder
+from xce_core._results import PendReason, SessionStats
+from xce_core._sleep import Sleepers, watch
+from xce_core._state import ClusterState
+
+__all__ = ["PendingQueue"]
+
+# _pend(count, jobs, reason, stats, cached=...) of the core: the one pend path.
+Pend = Callable[..., None]
+
+
+class PendingQueue:
+    """Queued and sleeping groups (see the module docstring). ``may_sleep``:
+    whether groups may sleep at all (the cache is on, no strict FIFO or
+    backfill, allocators that declare ``capacity_only``)."""
+
+    __slots__ = ("_may_sleep", "_order", "_sleepers", "_state")
+
+    def __init__(self, state: ClusterState, *, may_sleep: bool) -> None:
+        self._state = state
+        self._may_sleep = may_sleep
+        self._order = PolicyOrder()
+        self._sleepers = Sleepers()
+
+    def __len__(self) -> int:
+        """Entries in the policy order (0: a session has nothing to cover)."""
+        return len(self._order)
+
+    @property
+    def sleeping_jobs(self) -> int:
+        """Pending jobs of sleeping groups."""
+        return self._sleepers.jobs
+
+    @property
+    def sleeping_groups(self) -> int:
+        return len(self._sleepers)
+
+    # ------------------------------------------------------------------ events
+
+    def submitted(self, job: Job) -> None:
+        """A pending job joined its group."""
+        group = job.group
+        assert group is not None
+        if group.asleep is not None:
+            self._sleepers.submitted(job)
+            return
+        try:
+            self._order.submitted(job)
+        except Exception:
+            # Keys that do not compare (a picker breaking its contract): the
+            # job stands; the next session rebuilds the order, and reports the
+            # fault if the keys still do not compare.
+            self._order.broken = True
+
+    def ended(self, job: Job) -> None:
+        """A job finished or was cancelled: what it freed may wake sleepers."""
+        if job.allocation:
+            self._sleepers.released(w for w, _ in job.allocation)
+        elif job.group is not None and job.group.asleep is not None:
+            self._sleepers.cancelled(job.group)
+
+    def wake_all(self) -> None:
+        """A worker, licence or limits event: every sleeping group wakes."""
+        self._sleepers.wake_all()
+
+    def reorder(self) -> None:
+        """Order keys changed (a queue's priority or picker): every group rejoins
+        the order afresh before the next session."""
+        self._sleepers.wake_all()
+        self._sleepers.take_woken()
+        self._order.broken = True
+
+    def broken(self) -> None:
+        """A session raised part of the way: rebuild the order before the next."""
+        self._order.broken = True
+
+    # ------------------------------------------------------------------ sessions
+
+    def begin(self, stats: SessionStats, pend: Pend) -> None:
+        """Before a session's tasks start: queue the groups woken since the last
+        session (and, before a session that may commit, the fragile sleepers:
+        see :mod:`xce_core._sleep`); tell members that joined a sleeping group
+        why they pend (through ``pend``); count every sleeper as pended."""
+        sleepers = self._sleepers
+        order = self._order
+        if order.broken:
+            order.rebuild([g for g in self._state.groups.values() if g.asleep is None])
+        for group in sleepers.take_woken():
+            self._queue(group)
+        if len(order) and len(sleepers):
+            sleepers.wake_fragile()
+            for group in sleepers.take_woken():
+                self._queue(group)
+        for group in sleepers.unsettled.values():
+            members = [job for job in group.unsettled if job.state is PENDING]
+            group.unsettled = []
+            assert group.asleep is not None
+            pend(0, members, group.asleep, stats, cached=True)
+        sleepers.unsettled.clear()
+        stats.pended += sleepers.jobs
+        stats.cache_hits += sleepers.jobs
+
+    async def merge(
+        self,
+        failed: Mapping[int, PendReason],
+        send: BatchSink,
+        stats: SessionStats,
+        limit: int,
+        first: int,
+    ) -> None:
+        """The session's picker: :meth:`PolicyOrder.merge`."""
+        await self._order.merge(failed, send, stats, limit, first)
+
+    def finish(self, complete: bool, failed: Mapping[int, PendReason], commits: int) -> None:
+        """After a session: each group it covered is dropped (nothing pending),
+        put to sleep (proven unsatisfiable, ``failed``, by a session that ran to
+        its end and made ``commits`` commits, when sleeping is allowed and
+        safe), or queued again."""
+        if not (complete and self._may_sleep):
+            failed = {}
+        consumables = self._state.consumables
+        for group in self._order.finish():
+            reason = failed.get(group.fingerprint) if group.live else None
+            if reason is not None:
+                group.begin()  # drop what this session started, while it is fresh
+                selects = watch(group.jobs[group.head].resreq, consumables)
+                # A fragile group sleeps only after a session that committed
+                # nothing: its category depends on how full its hosts are, and
+                # parts of it may have been explained at any point of the
+                # session (an option's or a part's cached reason).
+                if selects is not None or commits == 0:
+                    self._sleepers.sleep(group, reason, selects)
+                    continue
+            if group.live:
+                self._order.requeue(group)
+            else:
+                self._forget(group)
+
+    def _queue(self, group: JobGroup) -> None:
+        """Queue ``group`` for the next session; one with nothing pending is
+        forgotten."""
+        self._order.queue(group)
+        if not group.queued:
+            self._forget(group)
+
+    def _forget(self, group: JobGroup) -> None:
+        """Drop a group with nothing pending (a later job of its shape starts a
+        new group)."""
+        groups = self._state.groups
+        if groups.get(group.fingerprint) is group:
+            del groups[group.fingerprint]

@@ -89,3 +89,19 @@ def test_the_bundled_example_replays_with_backfill() -> None:
     out = CliRunner().invoke(cli_main, ["simulate", str(EXAMPLE), "--backfill", "easy"])
     assert out.exit_code == 0, out.output
     assert "easy-backfill" in out.output
+
+
+def test_json_gives_per_user_and_per_queue_figures_that_add_up() -> None:
+    out = CliRunner().invoke(cli_main, ["simulate", str(EXAMPLE), "--json"])
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.output)
+    for by in (summary["by_user"], summary["by_queue"]):
+        assert sum(f["jobs"] for f in by.values()) == summary["jobs"] - summary["rejected"]
+        assert sum(f["started"] for f in by.values()) == summary["started"]
+        waited = sum(f["wait_mean"] * f["started"] for f in by.values())
+        assert abs(waited / summary["started"] - summary["wait_mean"]) < 1e-6 * max(
+            1.0, summary["wait_mean"]
+        )
+    work = summary["utilisation"] * summary["makespan"] * summary["total_slots"] / 3600
+    assert abs(sum(f["slot_hours"] for f in summary["by_user"].values()) - work) < 1e-6 * work
+    assert len(summary["by_user"]) > 1

@@ -192,6 +192,15 @@ class OutcomeTable(Sequence[JobOutcome]):
             self._run_first[index] = first
             self._run_count[index] = len(self._run_host) - first
 
+    def started_jobs(self) -> Iterator[tuple[int, float, float, float, int]]:
+        """``(index, submit, start, run_time, slots)`` of every started job, in
+        trace order."""
+        status, submit, start = self._status, self._submit, self._start
+        run_time, slots = self._run_time, self._slots
+        for index in range(len(status)):
+            if status[index] == _STARTED:
+                yield index, submit[index], start[index], run_time[index], slots[index]
+
     def set_never_started_reason(self, reason: str) -> None:
         """The reason every job still ``never_started`` reads with."""
         self._never_reason = reason

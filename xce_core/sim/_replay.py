@@ -85,7 +85,7 @@ from xce_core import (
 )
 from xce_core.sim._cluster import ClusterSpec, SimulationError
 from xce_core.sim._outcomes import OutcomeTable
-from xce_core.sim._report import SimResult, summarize
+from xce_core.sim._report import SimResult, consumer_figures, summarize
 from xce_core.sim._swf import SwfJob
 
 __all__ = ["Progress", "job_request", "run_limit", "simulate"]
@@ -363,6 +363,8 @@ async def simulate(
         backfilled=backfilled,
         limits_raised=sum(1 for number in order if _raised(jobs[number])),
     )
+    summary.by_user = consumer_figures([_ident("u", j.user) for j in jobs], order, outcomes)
+    summary.by_queue = consumer_figures([_ident("q", j.queue) for j in jobs], order, outcomes)
     return SimResult(summary=summary, jobs=outcomes)
 
 

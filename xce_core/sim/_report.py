@@ -20,6 +20,9 @@ Metric definitions (``started`` = jobs that got an allocation):
   2-4, 5-16, 17-64, 65-256, 257+; classes without a started job are left out).
 - ``limits_raised``: jobs whose run time exceeded their requested time (SWF
   field 9), whose run limit was raised to their run time.
+- ``by_user`` / ``by_queue``: per user and per queue (as the replay names them:
+  ``u<N>``, ``q<N>``, empty when the trace has -1), the jobs submitted and
+  started, their mean wait and the slot-hours they used (JSON only).
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ from typing import Any, Final
 import msgspec
 
 from xce_core import XceError
-from xce_core.sim._outcomes import JobOutcome, OutcomeColumns
+from xce_core.sim._outcomes import JobOutcome, OutcomeColumns, OutcomeTable
 
 __all__ = [
     "BOUNDED_SLOWDOWN_TAU",
+    "ConsumerFigures",
+    "consumer_figures",
     "JobOutcome",
     "SimResult",
     "SimSummary",
@@ -78,6 +83,17 @@ class SimSummary(msgspec.Struct, kw_only=True):
     backfilled: int = 0
     wait_mean_by_size: dict[str, float] = msgspec.field(default_factory=dict)
     limits_raised: int = 0
+    by_user: dict[str, ConsumerFigures] = msgspec.field(default_factory=dict)
+    by_queue: dict[str, ConsumerFigures] = msgspec.field(default_factory=dict)
+
+
+class ConsumerFigures(msgspec.Struct, kw_only=True):
+    """One user's or queue's share of a replay."""
+
+    jobs: int = 0
+    started: int = 0
+    wait_mean: float = 0.0
+    slot_hours: float = 0.0
 
 
 class SimResult(msgspec.Struct, kw_only=True):
@@ -166,6 +182,29 @@ def summarize(
         if not math.isfinite(getattr(summary, name)):
             raise ValueError(f"{name} is not finite: a job outcome is outside the SWF limits")
     return summary
+
+
+def consumer_figures(
+    names: Sequence[str], submitted: Iterable[int], table: OutcomeTable
+) -> dict[str, ConsumerFigures]:
+    """Per consumer, ``names[i]`` being job ``i``'s: the ``submitted`` jobs'
+    count, and the started jobs' count, mean wait and slot-hours."""
+    out: dict[str, ConsumerFigures] = {}
+    for index in submitted:
+        name = names[index]
+        figures = out.get(name)
+        if figures is None:
+            figures = out[name] = ConsumerFigures()
+        figures.jobs += 1
+    for index, submit, start, run_time, slots in table.started_jobs():
+        figures = out[names[index]]
+        figures.started += 1
+        figures.wait_mean += start - submit  # a sum until the end
+        figures.slot_hours += slots * run_time / 3600.0
+    for figures in out.values():
+        if figures.started:
+            figures.wait_mean /= figures.started
+    return dict(sorted(out.items()))
 
 
 # Size classes (tasks) of wait_mean_by_size: powers of four.

@@ -440,9 +440,6 @@ class SchedulerCore:
                 if backfill is not None:
                     await backfill.on_cache_hit(job, scratch.now)
                 continue
-            if limits and (held := limits.precheck(job)) is not None:
-                self._pend(1, (job,), held, stats, cached=False)
-                continue
             if backfill is not None and (held := backfill.refused(job, scratch.now)) is not None:
                 self._pend(1, (job,), held, stats, cached=True)
                 continue

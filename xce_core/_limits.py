@@ -11,9 +11,11 @@ beside what the limit's consumers already hold.
 A separate check from feasibility: a job held back by a limit pends with
 ``limit_reached`` and never enters the unsatisfiable cache, so a user at a
 limit never makes another user's job of the same shape pend. The check runs
-after a successful attempt, on the attempt's exact claims (before the commit),
-and, cheaply, before it: a limit already full for the job's slots or jobs
-spares the attempt.
+after a successful attempt, on the attempt's exact claims, before the commit:
+a job that could not start anyway pends for that reason (what to act on
+first), which also keeps a sleeping group's reason true whatever the limits do
+(a check before the attempt would let commits under a limit change the
+category of jobs that sleep).
 """
 
 from __future__ import annotations
@@ -102,11 +104,6 @@ class Limits:
             else:
                 out.append((index, tuple(key)))
         return out
-
-    def precheck(self, job: Job) -> PendReason | None:
-        """Why ``job`` cannot start whatever it is given: a limit that covers it
-        has no room left for its fewest slots or for one more job."""
-        return self._check(job, job.min_tasks, {})
 
     def check(self, job: Job, claims: Claims, shared: dict[str, float]) -> PendReason | None:
         """Why ``job`` may not take ``claims`` and ``shared``, or ``None``."""

@@ -103,6 +103,16 @@ class SimResult(msgspec.Struct, kw_only=True):
     summary: SimSummary
     jobs: Sequence[JobOutcome]
 
+    def __repr__(self) -> str:
+        # Short whatever the replay's size: asyncio formats a finished task's
+        # result (Python 3.11's Runner), and the per-user figures of a big
+        # trace run to megabytes.
+        s = self.summary
+        return (
+            f"SimResult(policy={s.policy!r}, jobs={s.jobs}, started={s.started},"
+            f" wait_mean={s.wait_mean:g}, users={len(s.by_user)}, outcomes={len(self.jobs)})"
+        )
+
 
 _FIGURES: Final = (
     "makespan",

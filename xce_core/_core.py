@@ -130,6 +130,7 @@ class SchedulerCore:
             )
         )
         self._limits = Limits()
+        self._fifo = config.strict_fifo and config.backfill == "none"
         self._picker_rank: dict[tuple[str, int], int] = {}
         self._pickers: dict[str, Picker] = {}
         self.state = ClusterState(self._order_key)
@@ -351,10 +352,12 @@ class SchedulerCore:
             with anyio.CancelScope() as scope:
                 self._scope = scope
                 awake = self.state.pending_count - self._pending.sleeping_jobs
-                if awake <= self.config.batch_size:
-                    # A small session fits in one batch: starting two tasks would
-                    # cost more than the session. The same picker and allocator
-                    # code runs in this task, batch by batch.
+                if awake <= self.config.batch_size or self._fifo:
+                    # A small session fits in one batch, and a strict-FIFO one
+                    # usually stops at its first job: starting two tasks would
+                    # cost more than the session (half of a --strict-fifo
+                    # replay, benchmarks/bench_simulate.py). The same picker and
+                    # allocator code runs in this task, batch by batch.
                     await self._picker_task(_DirectSink(self, stats), stats)
                 else:
                     send, receive = anyio.create_memory_object_stream[list[Item]](2)

@@ -393,6 +393,38 @@ class ClusterState:
         self.running_count -= 1
         self.retire(job, DONE)
 
+    def lacks(
+        self,
+        per_host: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]],
+        shared: dict[str, float],
+    ) -> str:
+        """What is missing for ``per_host`` claims (one per host) and ``shared``
+        amounts to be taken now, or ``''`` when they fit: the commit's check,
+        by the one fit rule."""
+        by_name = self.by_name
+        for worker, slots, need in per_host:
+            if not worker.usable or by_name.get(worker.name) is not worker:
+                return f"worker {worker.name} is gone"
+            # shortfall()'s slot clause alone when nothing else is wanted: a call
+            # per started job is about 1% of benchmark B1.
+            if need:
+                lacks = shortfall(worker, slots, _as_want(need))
+            else:
+                lacks = SLOTS if slots > worker.slots - worker.used_slots else None
+            if lacks is not None:
+                return f"{worker.name} lacks {lacks}"
+        for name, amount in shared.items():
+            free = self.shared_free(name)
+            if free is None or amount > free + AMOUNT_TOLERANCE:
+                return f"shared {name} exhausted"
+        return ""
+
+    def per_host(
+        self, claims: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]]
+    ) -> Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]]:
+        """``claims`` with one entry per host (summed where a host is claimed twice)."""
+        return claims if len(claims) == 1 or _distinct(claims) else _per_host(claims)
+
     def commit(
         self,
         job: Job,
@@ -410,24 +442,10 @@ class ClusterState:
             raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
         # One (worker, slots, amounts) per host: a host claimed twice (compound
         # parts) is checked and charged for the sum.
-        per_host = claims if len(claims) == 1 or _distinct(claims) else _per_host(claims)
-        by_name = self.by_name
-        for worker, slots, need in per_host:
-            if not worker.usable or by_name.get(worker.name) is not worker:
-                raise XceError(f"cannot start {job.job_id!r}: worker {worker.name} is gone")
-            # shortfall()'s slot clause alone when nothing else is wanted: a call
-            # per started job is about 1% of benchmark B1.
-            if need:
-                lacks = shortfall(worker, slots, _as_want(need))
-            else:
-                lacks = SLOTS if slots > worker.slots - worker.used_slots else None
-            if lacks is not None:
-                raise XceError(f"cannot start {job.job_id!r}: {worker.name} lacks {lacks}")
-        if shared:
-            for name, amount in shared.items():
-                free = self.shared_free(name)
-                if free is None or amount > free + AMOUNT_TOLERANCE:
-                    raise XceError(f"cannot start {job.job_id!r}: shared {name} exhausted")
+        per_host = self.per_host(claims)
+        problem = self.lacks(per_host, shared)
+        if problem:
+            raise XceError(f"cannot start {job.job_id!r}: {problem}")
         # Validated: apply.
         job_id = job.job_id
         allocation: list[tuple[Worker, int]] = []

@@ -14,10 +14,9 @@ Cancellation is never caught.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable
-from itertools import islice
-from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -58,10 +57,9 @@ from xce_core._faults import (
     queue_config_or_nothing,
 )
 from xce_core._limits import Limits
-from xce_core._model import PENDING, RUNNING, Job, JobGroup, Queue
-from xce_core._order import BatchSink, Item
+from xce_core._model import PENDING, RUNNING, Job, JobGroup
+from xce_core._order import BatchSink, DirectSink, Item, OrderKeys
 from xce_core._pending import PendingQueue
-from xce_core._pickers import Picker
 from xce_core._registry import Registry, default_registry
 from xce_core._reservations import Reservations
 from xce_core._results import PendReason, Reason, SessionStats
@@ -69,23 +67,6 @@ from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
 from xce_core._state import ClusterState, EventInconsistent
 
 __all__ = ["SchedulerCore"]
-
-
-class _DirectSink:
-    """Inline sessions: the picker hands each batch straight to the allocator."""
-
-    def __init__(self, core: SchedulerCore, stats: SessionStats) -> None:
-        self._core = core
-        self._stats = stats
-
-    async def send(self, item: list[Item]) -> None:
-        await self._core._allocate_batch(item, self._stats)
-
-    async def __aenter__(self) -> _DirectSink:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
 
 
 class SchedulerCore:
@@ -131,9 +112,7 @@ class SchedulerCore:
         )
         self._limits = Limits()
         self._fifo = config.strict_fifo and config.backfill == "none"
-        self._picker_rank: dict[tuple[str, int], int] = {}
-        self._pickers: dict[str, Picker] = {}
-        self.state = ClusterState(self._order_key)
+        self.state = ClusterState(OrderKeys(self.registry, config.picker))
         self._pending = PendingQueue(self.state, may_sleep=may_sleep)
         self._shapes = ShapeCache(self.state)
         self.scratch = SessionScratch(
@@ -279,20 +258,6 @@ class SchedulerCore:
         if self._limits and job is not None and job.state is RUNNING:
             self._limits.charge(job, job.claims, dict(job.shared_claims), -1)
 
-    def _order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
-        name = queue.picker or self.config.picker
-        # Looked up once per name (a registry never replaces a plugin): this
-        # runs for every job submitted.
-        picker = self._pickers.get(name)
-        if picker is None:
-            picker = self._pickers[name] = self.registry.picker(name)
-        key = picker.order_key(job, queue)
-        # Flat, not nested: the picker's heap compares these tuples once per job.
-        # The rank tells pickers (and, should a picker break its contract, key
-        # lengths) apart, so fields of different pickers are never compared.
-        rank = self._picker_rank.setdefault((name, len(key)), len(self._picker_rank))
-        return (-queue.priority, rank, *key)
-
     def _drain_deferred(self) -> None:
         deferred, self._deferred = self._deferred, []
         for idx, event in deferred:
@@ -358,7 +323,8 @@ class SchedulerCore:
                     # cost more than the session (half of a --strict-fifo
                     # replay, benchmarks/bench_simulate.py). The same picker and
                     # allocator code runs in this task, batch by batch.
-                    await self._picker_task(_DirectSink(self, stats), stats)
+                    sink = DirectSink(functools.partial(self._allocate_batch, stats=stats))
+                    await self._picker_task(sink, stats)
                 else:
                     send, receive = anyio.create_memory_object_stream[list[Item]](2)
                     async with anyio.create_task_group() as tg:
@@ -432,7 +398,8 @@ class SchedulerCore:
         ctx: SchedContext | None = None
         for item in batch:
             if isinstance(item, JobGroup):
-                self._settle_group(item, stats)
+                reason = failed[item.fingerprint]
+                self._pending.settle(item, reason, stats, self._pend)
                 continue
             job = item
             if job.state is not pending:
@@ -546,26 +513,3 @@ class SchedulerCore:
                         cached=cached,
                     )
                 )
-
-    def _settle_group(self, group: JobGroup, stats: SessionStats) -> None:
-        """Pend every not-yet-covered member of a group proven unsatisfiable. Only
-        members whose reported category changes produce a decision."""
-        reason = self.scratch.cache.lookup(group.fingerprint)
-        assert reason is not None
-        jobs = group.jobs
-        start = group.pos
-        group.pos = len(jobs)
-        # Members before ``start`` were covered one by one this session.
-        covered = sum(1 for job in islice(jobs, group.head, start) if job.state is PENDING)
-        if group.settled_reason == reason.category:
-            # Every pending member reports this category already, except those
-            # added since the group last settled: only they are visited, so a
-            # steady session costs per group, not per job (B8 in
-            # benchmarks/bench_alloc.py).
-            stale = [job for job in group.unsettled if job.state is PENDING]
-            self._pend(group.live - covered, stale, reason, stats, cached=True)
-        else:
-            members = [job for job in islice(jobs, start, None) if job.state is PENDING]
-            self._pend(len(members), members, reason, stats, cached=True)
-        group.settled_reason = reason.category
-        group.unsettled = []

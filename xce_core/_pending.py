@@ -12,6 +12,7 @@ group it covered to sleep, back in the order, or away (nothing pending).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from itertools import islice
 
 from xce_core._model import PENDING, Job, JobGroup
 from xce_core._order import BatchSink, PolicyOrder
@@ -126,6 +127,28 @@ class PendingQueue:
     ) -> None:
         """The session's picker: :meth:`PolicyOrder.merge`."""
         await self._order.merge(failed, send, stats, limit, first)
+
+    def settle(self, group: JobGroup, reason: PendReason, stats: SessionStats, pend: Pend) -> None:
+        """Pend (through ``pend``) every not-yet-covered member of ``group``, whose
+        shape failed this session with ``reason``. Only members whose reported
+        category changes produce a decision."""
+        jobs = group.jobs
+        start = group.pos
+        group.pos = len(jobs)
+        # Members before ``start`` were covered one by one this session.
+        covered = sum(1 for job in islice(jobs, group.head, start) if job.state is PENDING)
+        if group.settled_reason == reason.category:
+            # Every pending member reports this category already, except those
+            # added since the group last settled: only they are visited, so a
+            # steady session costs per group, not per job (B8 in
+            # benchmarks/bench_alloc.py).
+            stale = [job for job in group.unsettled if job.state is PENDING]
+            pend(group.live - covered, stale, reason, stats, cached=True)
+        else:
+            members = [job for job in islice(jobs, start, None) if job.state is PENDING]
+            pend(len(members), members, reason, stats, cached=True)
+        group.settled_reason = reason.category
+        group.unsettled = []
 
     def finish(self, complete: bool, failed: Mapping[int, PendReason], commits: int) -> None:
         """After a session: each group it covered is dropped (nothing pending),

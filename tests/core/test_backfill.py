@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 from dataclasses import dataclass
+from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,10 +20,14 @@ from events import (
     JobPended,
     JobReserved,
     JobSubmitted,
+    LimitsConfig,
     SessionBegin,
     WorkerUp,
 )
 from tests.core.test_invariants import check_invariants
+from tests.core.test_invariants import op as invariant_op
+from tests.core.test_invariants import to_events as invariant_events
+from tests.core.test_limits import limit_sets
 from xce_core import SchedulerConfig, SchedulerCore, VirtualClock
 
 
@@ -424,3 +431,46 @@ def test_general_requirements_on_multi_slot_hosts_keep_every_first_promise(
             promised.setdefault(d.job_id, d.start)
     for name, start in promised.items():
         assert starts.get(name, math.inf) <= start, (name, start)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(invariant_op, min_size=1, max_size=60),
+    limit_sets,
+    st.sampled_from(["easy", "conservative"]),
+    st.integers(1, 50),
+    st.booleans(),
+)
+def test_backfill_with_limits_keeps_every_invariant_and_never_faults(
+    ops: list[Any], limits: list[Any], mode: str, seed: int, cache: bool
+) -> None:
+    # Random churn (workers up, down and removed, licences, finishes, cancels)
+    # under limits, run limits and time moving on: every invariant holds after
+    # every session and nothing is ever an internal error.
+    rng = random.Random(seed)
+    events: list[Any] = [LimitsConfig(limits=limits)]
+    for i, event in enumerate(invariant_events(ops)):
+        if isinstance(event, JobSubmitted):
+            limit = rng.choice([None, 5.0, 10.0, 50.0])
+            event = msgspec.structs.replace(event, user=f"u{i % 3}", run_limit=limit)
+        events.append(event)
+    clock = VirtualClock()
+    config = SchedulerConfig(
+        backfill=mode, backfill_depth=rng.randint(1, 5), unsatisfiable_cache=cache
+    )
+    core = SchedulerCore(config, clock=clock)
+
+    async def run() -> None:
+        for event in events:
+            if core.apply(event):
+                clock.advance_to(clock.now() + rng.choice([0.0, 1.0, 7.0]))
+                await core.run_session()
+                check_invariants(core)
+            for d in core.take_decisions():
+                assert not (isinstance(d, JobPended) and d.reason == "internal_error"), d
+                error = getattr(d, "error", "")
+                assert not (isinstance(error, str) and error.startswith("internal error")), d
+
+    import anyio
+
+    anyio.run(run)

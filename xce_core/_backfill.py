@@ -159,6 +159,7 @@ class Planner:
         self._dispatcher = dispatcher
         self._main = scratch
         self._last: Reservation | None = None  # the last finite reservation made
+        self._last_releases = -1  # ClusterState.releases when it was made
 
     @property
     def state(self) -> ClusterState:
@@ -175,8 +176,30 @@ class Planner:
     async def reserve(self, job: Job, now: float) -> Reservation | None:
         """The head's reservation, or ``None`` if ``job`` could not start even
         on an empty cluster (then it is no head: it pends, and does not hold
-        anything back)."""
+        anything back).
+
+        Kept whole from the last session when it is the same head and nothing
+        has given capacity back since (``ClusterState.releases``: no job ended,
+        no worker or licence event) and nothing started ahead of it this
+        session: capacity then only shrank, by jobs that were checked not to
+        delay this reservation (or moved it, in place), so a fresh search would
+        find the same start and claims. Most sessions of
+        a replay are such (a job arrives while the head waits;
+        benchmarks/bench_simulate.py, EASY)."""
         state = self._state
+        last = self._last
+        if (
+            last is not None
+            and last.job is job
+            and self._last_releases == state.releases
+            and self._main.commits == 0  # nothing started ahead of the head
+            and now <= last.start
+        ):
+            kept = Reservation(job, last.start, last.claims, last.shared)
+            kept.slack = last.slack
+            self._last = kept
+            return kept
+        self._last_releases = state.releases
         ends = list(state.ends)  # (end, seq, job), by end
         times = sorted({max(end, now) for end, _, _ in ends})
         projection = Projection(state)

@@ -118,6 +118,9 @@ class ClusterState:
         # (end, seq, job), for backfill planning; ``end_of`` finds an entry.
         self.ends: SortedList[tuple[float, int, Job]] = SortedList()
         self.end_of: dict[Job, float] = {}
+        # Bumped whenever capacity may come back: a running job ends, a worker
+        # or licence event. Backfill keeps a reservation while it stands still.
+        self.releases = 0
         self._fingerprints: dict[tuple[Any, ...], int] = {}
         self._seq = 0
         # Group ids only break ties in the picker's heap: never reuse one.
@@ -160,6 +163,7 @@ class ClusterState:
             w.resources = dict(ev.resources)
             w.usable = True
         self._count(w)
+        self.releases += 1
         self.consumables.update(ev.resources)
         self.worker_version += 1
 
@@ -170,6 +174,7 @@ class ClusterState:
             self._uncount(w)
             w.usable = False
             self.worker_version += 1
+            self.releases += 1
 
     def worker_removed(self, name: str) -> None:
         """Forget a worker; refused while jobs run on it."""
@@ -181,6 +186,7 @@ class ClusterState:
                 "finish or cancel them first (worker_down stops new work)"
             )
         self._uncount(w)
+        self.releases += 1
         self.workers[w.index] = None
         del self.by_name[name]
         self.worker_version += 1
@@ -252,6 +258,7 @@ class ClusterState:
     def shared_resource(self, ev: SharedResource) -> None:
         """Define or resize a shared resource."""
         self.shared_total[ev.name] = ev.total
+        self.releases += 1
 
     def queue_config(self, ev: QueueConfig) -> None:
         """Set a queue's priority and picker; reorders its pending jobs."""
@@ -370,6 +377,7 @@ class ClusterState:
         return job
 
     def _release(self, job: Job) -> None:
+        self.releases += 1
         for worker, slots, rusage in job.claims:
             self._freed(worker, slots)
             for name, amount in rusage:

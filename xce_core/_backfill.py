@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from xce_core._context import SchedContext
@@ -120,7 +120,7 @@ class Projection:
         self._saved: dict[Worker, tuple[int, dict[str, float]]] = {}
         self._shared: dict[str, float] | None = None
 
-    def apply(self, claims: Claims, shared: dict[str, float] | None, sign: int) -> None:
+    def apply(self, claims: Claims, shared: Mapping[str, float] | None, sign: int) -> None:
         """Release (``sign`` -1) or take (+1) ``claims`` and ``shared`` amounts."""
         state = self._state
         saved = self._saved
@@ -211,9 +211,9 @@ class Planner:
             nonlocal released
             upto = bisect_right(ends, t, key=_end)
             for _, _, running in ends[released:upto]:
-                projection.apply(running.claims, dict(running.shared_claims), -1)
+                projection.apply(running.claims, running.shared_claims, -1)
             for _, _, running in ends[upto:released]:
-                projection.apply(running.claims, dict(running.shared_claims), +1)
+                projection.apply(running.claims, running.shared_claims, +1)
             released = upto
 
         try:
@@ -267,7 +267,7 @@ class Planner:
         projection = Projection(state)
         try:
             for running in [j for j in state.jobs.values() if j.claims]:
-                projection.apply(running.claims, dict(running.shared_claims), -1)
+                projection.apply(running.claims, running.shared_claims, -1)
             if await self.fits(job) is None:
                 return None
             return Reservation(job, math.inf)
@@ -319,7 +319,7 @@ class Planner:
             for end, _, running in state.ends:
                 if end > cutoff:
                     break
-                projection.apply(running.claims, dict(running.shared_claims), -1)
+                projection.apply(running.claims, running.shared_claims, -1)
             projection.apply(ctx.journal, ctx.shared, +1)
             claims = await self.fits(reservation.job)
         finally:

@@ -106,7 +106,7 @@ class ConservativePlan:
             for t in times[first:]:
                 upto = bisect_right(ends, t, key=_end)
                 for _, _, running in ends[released:upto]:
-                    projection.apply(running.claims, dict(running.shared_claims), -1)
+                    projection.apply(running.claims, running.shared_claims, -1)
                 released = upto
                 stop = t + limit if limit is not None else math.inf
                 held = [res for res in self.reservations if res.start < stop and res.end > t]

@@ -364,7 +364,7 @@ class SchedulerCore:
         # A strict-FIFO session usually stops at its first job (the head that
         # could not start last time): its first batch is that one job, not 16
         # (the --strict-fifo replay of benchmarks/bench_simulate_big.py).
-        first = 1 if self.config.strict_fifo and self._backfill is None else 16
+        first = 1 if self._fifo else 16
         # Conservative backfill reserves for blocked jobs one by one: groups of
         # a failed shape are not handed over whole.
         whole = self._backfill is None or self._backfill.groups_whole
@@ -443,7 +443,7 @@ class SchedulerCore:
                     continue
                 elif self._start(job, ctx, stats):
                     continue
-            if self.config.strict_fifo and backfill is None:
+            if self._fifo:
                 stats.stopped_by_fifo = True
                 return False
         return True

@@ -45,28 +45,36 @@ RESREQS = [
     "select[mem>200]",
 ]
 
-op = st.one_of(
-    st.tuples(
-        st.just("up"),
-        st.sampled_from(NAMES),
-        st.integers(0, 4),
-        st.sampled_from([0, 100, 300]),
-        st.sampled_from(["a", "b"]),
-    ),
-    st.tuples(st.just("down"), st.sampled_from(NAMES)),
-    st.tuples(st.just("remove"), st.sampled_from(NAMES)),
-    st.tuples(st.just("lic"), st.integers(0, 3)),
-    st.tuples(
-        st.just("submit"),
-        st.sampled_from(RESREQS),
-        st.integers(1, 5),
-        st.integers(0, 2),
-        st.integers(0, 2),
-    ),
-    st.tuples(st.just("finish"), st.integers(0, 40)),
-    st.tuples(st.just("cancel"), st.integers(0, 40)),
-    st.tuples(st.just("session")),
-)
+
+def ops_over(resreqs: list[str], names: list[str], sessions: int = 1) -> st.SearchStrategy[tuple]:  # type: ignore[type-arg]
+    """One random operation: a worker (up, down, removed) of ``names``, the
+    licence pool, a submission of one of ``resreqs``, a finish, a cancel or a
+    session (``sessions`` times as likely as one of the others)."""
+    return st.one_of(
+        st.tuples(
+            st.just("up"),
+            st.sampled_from(names),
+            st.integers(0, 4),
+            st.sampled_from([0, 100, 300]),
+            st.sampled_from(["a", "b"]),
+        ),
+        st.tuples(st.just("down"), st.sampled_from(names)),
+        st.tuples(st.just("remove"), st.sampled_from(names)),
+        st.tuples(st.just("lic"), st.integers(0, 3)),
+        st.tuples(
+            st.just("submit"),
+            st.sampled_from(resreqs),
+            st.integers(1, 5),
+            st.integers(0, 2),
+            st.integers(0, 2),
+        ),
+        st.tuples(st.just("finish"), st.integers(0, 40)),
+        st.tuples(st.just("cancel"), st.integers(0, 40)),
+        *[st.tuples(st.just("session"))] * sessions,
+    )
+
+
+op = ops_over(RESREQS, NAMES)
 
 
 def to_events(ops: list[tuple]) -> list[InputEvent]:  # type: ignore[type-arg]

@@ -26,7 +26,7 @@ from events import (
     SharedResource,
     WorkerDown,
 )
-from tests.core.test_invariants import RESREQS, check_invariants, to_events
+from tests.core.test_invariants import RESREQS, check_invariants, ops_over, to_events
 from tests.helpers import submit, up
 from xce_core import SchedulerConfig, SchedulerCore
 
@@ -36,33 +36,7 @@ GO = SessionBegin()
 # invariant tests (rusage, order[], same[], compound parts, dynamic selects).
 SHAPES = [*RESREQS, "select[type==b]", "span[ptile=2]", "select[type==a] span[hosts=1]"]
 
-ops = st.lists(
-    st.one_of(
-        st.tuples(
-            st.just("up"),
-            st.sampled_from([f"w{i}" for i in range(5)]),
-            st.integers(0, 4),
-            st.sampled_from([0, 100, 300]),
-            st.sampled_from(["a", "b"]),
-        ),
-        st.tuples(st.just("down"), st.sampled_from([f"w{i}" for i in range(5)])),
-        st.tuples(st.just("remove"), st.sampled_from([f"w{i}" for i in range(5)])),
-        st.tuples(st.just("lic"), st.integers(0, 3)),
-        st.tuples(
-            st.just("submit"),
-            st.sampled_from(SHAPES),
-            st.integers(1, 5),
-            st.integers(0, 2),
-            st.integers(0, 2),
-        ),
-        st.tuples(st.just("finish"), st.integers(0, 40)),
-        st.tuples(st.just("cancel"), st.integers(0, 40)),
-        st.tuples(st.just("session")),
-        st.tuples(st.just("session")),
-    ),
-    min_size=1,
-    max_size=70,
-)
+ops = st.lists(ops_over(SHAPES, [f"w{i}" for i in range(5)], sessions=2), min_size=1, max_size=70)
 
 
 def per_session(decisions: list[Decision]) -> list[Any]:

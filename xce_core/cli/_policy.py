@@ -14,15 +14,51 @@ limits nothing), as is anything the core refuses in a ``limits_config``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 import msgspec
 
 from events import Limit, LimitsConfig
-from xce_core import SchedulerCore
+from xce_core import BACKFILL_MODES, SchedulerConfig, SchedulerCore
 
-__all__ = ["read_policy"]
+__all__ = ["policy_options", "read_policy"]
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def policy_options(command: F) -> F:
+    """The policy options ``xce run`` and ``xce simulate`` share: ``--backfill``,
+    ``--backfill-depth`` and ``--policy``."""
+    options = [
+        click.option(
+            "--backfill",
+            type=click.Choice(BACKFILL_MODES),
+            default="none",
+            show_default=True,
+            help="easy: the first job that cannot start gets a reservation from the running "
+            "jobs' run limits, and later jobs start only if they cannot delay it; "
+            "conservative: every blocked job gets one (job_reserved says when and where).",
+        ),
+        click.option(
+            "--backfill-depth",
+            type=click.IntRange(min=1),
+            default=SchedulerConfig().backfill_depth,
+            show_default=True,
+            help="conservative: how many blocked jobs get a reservation per session.",
+        ),
+        click.option(
+            "--policy",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="TOML policy file: resource allocation limits ([[limits]] tables), "
+            "set before the first event.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 class _Policy(msgspec.Struct, forbid_unknown_fields=True):

@@ -32,7 +32,6 @@ from click.core import ParameterSource
 
 from events import DECISION_TYPES, DEFAULT_MAX_FRAME, INPUT_TYPES, EventFormat
 from xce_core import (
-    BACKFILL_MODES,
     SchedulerConfig,
     SchedulerCore,
     XceError,
@@ -46,7 +45,7 @@ from xce_core.cli._endpoints import (
     parse_listen_address,
     stderr_line,
 )
-from xce_core.cli._policy import read_policy
+from xce_core.cli._policy import policy_options, read_policy
 from xce_core.cli._run import (
     EXIT_IO_ERROR,
     EXIT_OK,
@@ -247,27 +246,7 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
     help="Allocator for multi-task requirements (xce.allocators entry point).",
 )
 @click.option("--strict-fifo", is_flag=True, help="A session stops at the first job that pends.")
-@click.option(
-    "--backfill",
-    type=click.Choice(BACKFILL_MODES),
-    default="none",
-    show_default=True,
-    help="easy: the first job that cannot start gets a reservation from the running "
-    "jobs' run limits (job_submitted.run_limit); later jobs start only if they cannot "
-    "delay it (job_reserved decisions say when and where).",
-)
-@click.option(
-    "--backfill-depth",
-    type=click.IntRange(min=1),
-    default=500,
-    show_default=True,
-    help="conservative: how many blocked jobs get a reservation per session.",
-)
-@click.option(
-    "--policy",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="TOML policy file: resource allocation limits ([[limits]] tables), set first.",
-)
+@policy_options
 @click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
 @click.option(
     "--max-frame",

@@ -16,14 +16,13 @@ import msgspec
 
 from events import Limit, LimitsConfig
 from xce_core import (
-    BACKFILL_MODES,
     ResReqSyntaxError,
     SchedulerConfig,
     XceError,
     default_registry,
     parse_resreq,
 )
-from xce_core.cli._policy import read_policy
+from xce_core.cli._policy import policy_options, read_policy
 from xce_core.cli._run import unknown_plugin
 from xce_core.runtime import run_async
 from xce_core.sim import (
@@ -82,26 +81,7 @@ __all__ = ["generate_trace_command", "simulate_command"]
 @click.option(
     "--strict-fifo", is_flag=True, help="Stop each session at the first job that cannot start."
 )
-@click.option(
-    "--backfill",
-    type=click.Choice(BACKFILL_MODES),
-    default="none",
-    show_default=True,
-    help="easy: EASY backfilling on the jobs' requested times (field 9, raised to the "
-    "run time when a job ran longer; jobs without one never end for planning).",
-)
-@click.option(
-    "--backfill-depth",
-    type=click.IntRange(min=1),
-    default=500,
-    show_default=True,
-    help="conservative: how many blocked jobs get a reservation per session.",
-)
-@click.option(
-    "--policy",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="TOML policy file: resource allocation limits ([[limits]] tables).",
-)
+@policy_options
 @click.option("--picker", default="fcfs", show_default=True, help="Job order plugin.")
 @click.option("--sequential-allocator", default="seqjob", show_default=True, help="For 1 task.")
 @click.option("--parallel-allocator", default="parjob", show_default=True, help="For 2+ tasks.")

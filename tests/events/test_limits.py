@@ -4,6 +4,7 @@ with its field path, in both wire formats; non-finite numbers never get through.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import msgspec
@@ -21,6 +22,7 @@ from events import (
     BadEvent,
     EventDecoder,
     EventFormat,
+    InputEvent,
 )
 
 FORMATS: tuple[EventFormat, ...] = ("ndjson", "msgpack")
@@ -114,3 +116,29 @@ def test_json_numbers_beyond_a_double_are_rejected() -> None:
     (item,) = decoder.feed(line)
     assert isinstance(item, BadEvent)
     assert "out of range" in item.error
+
+
+@pytest.mark.parametrize(
+    ("line", "path"),
+    [
+        (b'{"type":"job_submitted","job_id":"a","run_limit":0}', "$.run_limit"),
+        (b'{"type":"job_submitted","job_id":"a","run_limit":-5}', "$.run_limit"),
+        (b'{"type":"job_submitted","job_id":"a","run_limit":"1h"}', "$.run_limit"),
+        (b'{"type":"limits_config","limits":[{"name":"x","slots":-1}]}', "$.limits[0].slots"),
+        (b'{"type":"limits_config","limits":[{"name":"","jobs":1}]}', "$.limits[0].name"),
+    ],
+)
+def test_run_limits_and_limits_out_of_bounds_are_rejected_with_the_path(
+    line: bytes, path: str
+) -> None:
+    with pytest.raises(msgspec.ValidationError, match=re.escape(path)):
+        msgspec.json.decode(line, type=InputEvent)
+
+
+def test_a_run_limit_decodes_as_seconds_and_defaults_to_none() -> None:
+    with_limit = msgspec.json.decode(
+        b'{"type":"job_submitted","job_id":"a","run_limit":3600}', type=InputEvent
+    )
+    without = msgspec.json.decode(b'{"type":"job_submitted","job_id":"a"}', type=InputEvent)
+    assert getattr(with_limit, "run_limit", None) == 3600.0
+    assert getattr(without, "run_limit", "missing") is None

@@ -25,6 +25,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from events import (
     Decision,
     EventRejected,
+    FairshareConfig,
     HostSlots,
     InputEvent,
     JobAllocated,
@@ -49,6 +50,7 @@ from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
 from xce_core._dispatch import Dispatcher
 from xce_core._errors import XceError
+from xce_core._fairshare import Fairshare
 from xce_core._faults import (
     INTERNAL_ERROR,
     InternalErrorHook,
@@ -112,7 +114,10 @@ class SchedulerCore:
         )
         self._limits = Limits()
         self._fifo = config.strict_fifo and config.backfill == "none"
-        self.state = ClusterState(OrderKeys(self.registry, config.picker))
+        self._fairshare = Fairshare(config.fairshare, self.registry, config.picker)
+        self.state = ClusterState(
+            OrderKeys(self.registry, config.picker), self._fairshare.account_of
+        )
         self._pending = PendingQueue(self.state, may_sleep=may_sleep)
         self._shapes = ShapeCache(self.state)
         self.scratch = SessionScratch(
@@ -209,8 +214,18 @@ class SchedulerCore:
                 case QueueConfig():
                     if event.picker is not None:
                         self.registry.picker(event.picker)
+                    fairshare = self._fairshare
+                    spec = event.fairshare
+                    where = f"queue {event.name} fairshare"
+                    tree = fairshare.build(spec, where) if spec is not None else None
                     queue_config_or_nothing(state, event)
+                    fairshare.configure(state, event.name, tree, self.clock.now())
                     # Order keys changed: every group rejoins the order afresh.
+                    self._pending.reorder()
+                case FairshareConfig(tree=spec):
+                    fairshare = self._fairshare
+                    tree = fairshare.build(spec, "cluster fairshare") if spec is not None else None
+                    fairshare.configure(state, None, tree, self.clock.now())
                     self._pending.reorder()
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
@@ -253,10 +268,15 @@ class SchedulerCore:
         self._pending.submitted(job)
 
     def _discharge(self, job_id: str) -> None:
-        """Before a running job ends: take what it held off the limits."""
+        """Before a running job ends: take what it held off the limits and its
+        share account."""
         job = self.state.jobs.get(job_id)
-        if self._limits and job is not None and job.state is RUNNING:
+        if job is None or job.state is not RUNNING:
+            return
+        if self._limits:
             self._limits.charge(job, job.claims, dict(job.shared_claims), -1)
+        if self._fairshare.running:
+            self._fairshare.ended(job, self.clock.now())
 
     def _drain_deferred(self) -> None:
         deferred, self._deferred = self._deferred, []
@@ -304,8 +324,13 @@ class SchedulerCore:
         complete = False
         try:
             # Strictly before any task starts.
-            self.scratch.begin(stats.number, self.clock.now())
-            self._pending.begin(stats, self._pend)
+            now = self.clock.now()
+            self.scratch.begin(stats.number, now)
+            fairshare = self._fairshare
+            if fairshare.used and fairshare.due(now):
+                fairshare.recalculate(now)  # usage history enters every priority
+                self._pending.broken()
+            self._pending.begin(stats, self._pend, fairshare.take_risen())
             if self._backfill is not None:
                 self._backfill.begin()
             if not len(self._pending):
@@ -317,7 +342,10 @@ class SchedulerCore:
             with anyio.CancelScope() as scope:
                 self._scope = scope
                 awake = self.state.pending_count - self._pending.sleeping_jobs
-                if awake <= self.config.batch_size or self._fifo:
+                # Under fairshare too: a job's charge must be seen before the
+                # next pick under its account (_order.py), which the picker
+                # task, running ahead of the allocator, could not promise.
+                if awake <= self.config.batch_size or self._fifo or fairshare.used:
                     # A small session fits in one batch, and a strict-FIFO one
                     # usually stops at its first job: starting two tasks would
                     # cost more than the session (half of a --strict-fifo
@@ -478,6 +506,9 @@ class SchedulerCore:
         self.scratch.committed()
         if self._limits:
             self._limits.charge(job, ctx.journal, ctx.shared, +1)
+        group = job.group
+        if group is not None and group.account is not None:
+            self._fairshare.started(job, group.account, self.scratch.now)
         stats.allocated += 1
         self._outbox.append(JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts))
         return True

@@ -12,6 +12,14 @@ queued (that member started or was cancelled) is re-keyed when it surfaces.
 
 Sleeping groups (:mod:`xce_core._sleep`) are not queued; they rejoin the order
 when an event wakes them.
+
+A fairshare group's key is not its first member's alone: its share account's
+path key is spliced in after the queue priority and picker rank
+(:func:`group_key`). A job that starts lowers its account's priority, so the
+account's entries go stale the only way the merge tolerates (too small): a
+fairshare group is re-keyed whenever it surfaces with a key that grew, and
+the merge hands its batch over before it takes a second job under an account
+that a job of the batch may charge (so that charge is seen first).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Protocol
 
+from xce_core._fairshare import ShareNode
 from xce_core._model import PENDING, Job, JobGroup, Queue
 from xce_core._pickers import Picker
 from xce_core._registry import Registry
@@ -64,6 +73,17 @@ class DirectSink:
 
     async def __aexit__(self, *exc: object) -> None:
         return None
+
+
+def group_key(group: JobGroup, job: Job) -> tuple[Any, ...]:
+    """``group``'s key in the order when ``job`` is its first pending member: the
+    job's own, with the share account's path key after the queue priority and
+    picker rank under fairshare."""
+    account = group.account
+    if account is None:
+        return job.key
+    key = job.key
+    return (key[0], key[1], account.path_key(), *key[2:])
 
 
 class OrderKeys:
@@ -123,7 +143,7 @@ class PolicyOrder:
         if group.pos >= len(group.jobs):
             group.queued = False
             return
-        key = group.jobs[group.pos].key
+        key = group_key(group, group.jobs[group.pos])
         group.ticket += 1
         group.queued = True
         group.key = key
@@ -143,7 +163,7 @@ class PolicyOrder:
         when the job comes before the member it is queued by."""
         group = job.group
         assert group is not None
-        if not group.queued or job.key < group.key:
+        if not group.queued or group_key(group, job) < group.key:
             self.queue(group)
 
     def rebuild(self, groups: Iterable[JobGroup]) -> None:
@@ -185,6 +205,8 @@ class PolicyOrder:
         heap = self._heap
         touched = self.touched
         number = stats.number
+        # Top-level share accounts a job of the batch may charge.
+        charging: set[ShareNode] = set()
         async with send:
             batch: list[Item] = []
             while heap:
@@ -192,6 +214,20 @@ class PolicyOrder:
                 group = entry[-1]
                 if entry[-2] != group.ticket:
                     heapq.heappop(heap)  # stale: the group was re-queued since
+                    continue
+                account = group.account
+                if (
+                    account is not None
+                    and account.top in charging
+                    and group.fingerprint not in failed
+                ):
+                    # A job of the batch may lower this account's priority:
+                    # decide the batch first, then look again.
+                    await send.send(batch)
+                    if stats.stopped_by_fifo:
+                        return
+                    batch = []
+                    charging.clear()
                     continue
                 if group.seen != number:
                     # First time this session: rewind, and re-key if its first
@@ -202,9 +238,15 @@ class PolicyOrder:
                     if group.pos >= len(group.jobs):
                         heapq.heappop(heap)
                         continue
-                    key = group.jobs[group.pos].key
+                    key = group_key(group, group.jobs[group.pos])
                     if key != group.key:
                         group.key = key
+                        heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
+                        continue
+                elif account is not None and group.fingerprint not in failed:
+                    key = group_key(group, group.jobs[group.pos])
+                    if key != group.key:
+                        group.key = key  # its account was charged: it moves down
                         heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
                         continue
                 if group.fingerprint in failed:
@@ -218,15 +260,20 @@ class PolicyOrder:
                     while pos < len(jobs) and jobs[pos].state is not pending:
                         pos += 1
                     group.pos = pos
-                    if pos < len(jobs):
+                    if pos >= len(jobs):
+                        heapq.heappop(heap)
+                    elif account is None:
                         heapq.heapreplace(heap, (*jobs[pos].key, group.gid, group.ticket, group))
                     else:
-                        heapq.heappop(heap)
+                        charging.add(account.top)
+                        group.key = key = group_key(group, jobs[pos])
+                        heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
                 if len(batch) >= batch_size:
                     await send.send(batch)
                     if stats.stopped_by_fifo:
                         return
                     batch = []
+                    charging.clear()
                     batch_size = min(batch_size * 2, limit)
             if batch:
                 await send.send(batch)

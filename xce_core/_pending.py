@@ -11,7 +11,7 @@ group it covered to sleep, back in the order, or away (nothing pending).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
 
 from xce_core._model import PENDING, Job, JobGroup
@@ -93,7 +93,7 @@ class PendingQueue:
 
     # ------------------------------------------------------------------ sessions
 
-    def begin(self, stats: SessionStats, pend: Pend) -> None:
+    def begin(self, stats: SessionStats, pend: Pend, risen: Iterable[JobGroup] = ()) -> None:
         """Before a session's tasks start: queue the groups woken since the last
         session (and, before a session that may commit, the fragile sleepers:
         see :mod:`xce_core._sleep`); tell members that joined a sleeping group
@@ -101,7 +101,15 @@ class PendingQueue:
         sleepers = self._sleepers
         order = self._order
         if order.broken:
-            order.rebuild([g for g in self._state.groups.values() if g.asleep is None])
+            awake = [g for g in self._state.groups.values() if g.asleep is None]
+            order.rebuild(awake)
+            for group in awake:
+                if not group.queued:
+                    self._forget(group)
+        for group in risen:
+            # A fairshare account's priority rose: its groups move up.
+            if group.asleep is None and self._state.groups.get(group.home) is group:
+                self._queue(group)
         for group in sleepers.take_woken():
             self._queue(group)
         if len(order) and len(sleepers):
@@ -185,6 +193,4 @@ class PendingQueue:
     def _forget(self, group: JobGroup) -> None:
         """Drop a group with nothing pending (a later job of its shape starts a
         new group)."""
-        groups = self._state.groups
-        if groups.get(group.fingerprint) is group:
-            del groups[group.fingerprint]
+        self._state.drop_group(group)

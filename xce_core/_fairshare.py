@@ -48,6 +48,7 @@ from xce_core._state import EventInconsistent
 
 if TYPE_CHECKING:
     from xce_core._model import Job, JobGroup, Queue
+    from xce_core._order import Lane
     from xce_core._registry import Registry
     from xce_core._state import ClusterState
 
@@ -77,6 +78,7 @@ class ShareNode:
         "depth",
         "frozen",
         "groups",
+        "lanes",
         "level",
         "members",
         "name",
@@ -114,17 +116,24 @@ class ShareNode:
         self.default: int | None = None
         self.level = parent is None
         self.children: list[ShareNode] = []
-        # Job groups of this account (leaves only).
+        # Job groups of this account, and their lanes in the policy order, one
+        # per queue (leaves only).
         self.groups: set[JobGroup] = set()
+        self.lanes: list[Lane] = []
 
     def path_key(self) -> tuple[float | int, ...]:
-        """(-priority, uid) of each node from the top level down to this one."""
-        node: ShareNode | None = self
+        """From the top level down: ``(-priority, 1, uid)`` of each group node,
+        then this account's ``(-priority, 0)``. At a tie an account goes before
+        a group of its level, and accounts of equal priority under one parent
+        are not told apart here: the first-come-first-served fields after the
+        path interleave them (so an account whose job was just taken does not
+        come straight back at a tie)."""
         if self.depth == 1:
-            return (-self.priority, self.uid)
-        parts: list[float | int] = []
+            return (-self.priority, 0)
+        parts: list[float | int] = [0, -self.priority]
+        node = self.parent
         while node is not None and node.parent is not None:
-            parts += (node.uid, -node.priority)
+            parts += (node.uid, 1, -node.priority)
             node = node.parent
         parts.reverse()
         return tuple(parts)
@@ -349,7 +358,8 @@ class Fairshare:
 
     def started(self, job: Job, account: ShareNode, now: float) -> None:
         """``job`` started on its allocation: its account's priority drops now."""
-        slots = sum(n for _, n in job.allocation)
+        allocation = job.allocation
+        slots = allocation[0][1] if len(allocation) == 1 else sum(n for _, n in allocation)
         self.running[job] = (account, slots)
         self._charge(account, slots, now)
 
@@ -407,14 +417,10 @@ class Fairshare:
                 self._prioritise(node)
         self._risen.clear()
 
-    def take_risen(self) -> list[JobGroup]:
-        """The job groups whose accounts' priority rose since the last call."""
+    def take_risen(self) -> list[ShareNode]:
+        """The accounts whose priority rose since the last call."""
         risen, self._risen = self._risen, set()
-        groups: list[JobGroup] = []
-        for node in risen:
-            for leaf in node.leaves():
-                groups.extend(leaf.groups)
-        return groups
+        return [leaf for node in risen for leaf in node.leaves()]
 
     def account(self, user: str, queue: str) -> ShareNode:
         """The account ``user``'s jobs in fairshare queue ``queue`` charge."""

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from xce_core._model import PENDING, Job, JobGroup
 from xce_core._order import BatchSink, PolicyOrder
 from xce_core._results import PendReason, SessionStats
 from xce_core._sleep import Sleepers, watch
 from xce_core._state import ClusterState
+
+if TYPE_CHECKING:
+    from xce_core._fairshare import ShareNode
 
 __all__ = ["PendingQueue"]
 
@@ -93,7 +97,7 @@ class PendingQueue:
 
     # ------------------------------------------------------------------ sessions
 
-    def begin(self, stats: SessionStats, pend: Pend, risen: Iterable[JobGroup] = ()) -> None:
+    def begin(self, stats: SessionStats, pend: Pend, risen: Iterable[ShareNode] = ()) -> None:
         """Before a session's tasks start: queue the groups woken since the last
         session (and, before a session that may commit, the fragile sleepers:
         see :mod:`xce_core._sleep`); tell members that joined a sleeping group
@@ -106,10 +110,8 @@ class PendingQueue:
             for group in awake:
                 if not group.queued:
                     self._forget(group)
-        for group in risen:
-            # A fairshare account's priority rose: its groups move up.
-            if group.asleep is None and self._state.groups.get(group.home) is group:
-                self._queue(group)
+        # Fairshare accounts whose priority rose (a job ended): they move up.
+        order.lift(risen)
         for group in sleepers.take_woken():
             self._queue(group)
         if len(order) and len(sleepers):

@@ -109,7 +109,7 @@ class ClusterState:
         self.jobs: dict[str, Job] = {}
         self.ended: dict[str, JobState] = {}
         # Pending-job groups by home: the fingerprint, or (fingerprint, account
-        # id) for a fairshare queue's jobs.
+        # id, queue) for a fairshare queue's jobs.
         self.groups: dict[Hashable, JobGroup] = {}
         self.consumables: set[str] = set()
         # Capacity totals over usable workers, kept exact by every change of a
@@ -319,7 +319,9 @@ class ClusterState:
         under fairshare of its share account."""
         fp = job.fingerprint
         account = self.account_of(job, queue)
-        home: Hashable = fp if account is None else (fp, account.uid)
+        # A fairshare group holds one account's jobs of one queue (its lane in
+        # the policy order is the account's in that queue).
+        home: Hashable = fp if account is None else (fp, account.uid, queue.name)
         group = self.groups.get(home)
         if group is None:
             self._groups_made += 1

@@ -148,9 +148,9 @@ async def test_shares_three_to_one_give_three_to_one_slots() -> None:
         core.apply(submit(f"b{i}", user="bob"))
         core.apply(submit(f"a{i}", user="alice"))
     out = await session(core)
-    # By hand: alice 3/(3(1+Sa)) against bob 1/(3(1+Sb)); ties go to alice
-    # (listed first): a a a b a a a b.
-    assert [j[0] for j in out] == list("aaabaaab")
+    # By hand: alice 3/(3(1+Sa)) against bob 1/(3(1+Sb)); a tie goes to the
+    # earlier job (bob's b_i was submitted before a_i): a a b a a a b a.
+    assert [j[0] for j in out] == list("aabaaaba")
 
 
 async def test_hierarchical_groups_take_the_highest_priority_at_each_level() -> None:
@@ -166,8 +166,9 @@ async def test_hierarchical_groups_take_the_highest_priority_at_each_level() -> 
             core.apply(submit(f"{user}-{i}", user=user))
     out = await session(core)
     users = [j.split("-")[0] for j in out]
-    # eng and ops alternate at the top; u1 and u2 alternate inside eng.
-    assert users == ["u1", "ops", "u2", "ops", "u1", "ops"]
+    # eng and ops alternate at the top (a tie goes to the account, ops, before
+    # the group); u1 and u2 alternate inside eng (a tie: the earlier job).
+    assert users == ["ops", "u1", "ops", "u2", "ops", "u1"]
     eng = account(core, "eng")
     u1, u2 = account(core, "eng", "u1"), account(core, "eng", "u2")
     # A group's use is its members' sum.

@@ -196,12 +196,17 @@ class ShareTree(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
 class QueueConfig(_Event, tag="queue_config", frozen=True):
     """Define a queue's priority and, optionally, the picker that orders its jobs
     and, for the ``fairshare`` picker, the queue's own share tree (``None``:
-    the cluster's, from ``fairshare_config``, else every user an equal share)."""
+    the cluster's, from ``fairshare_config``, else every user an equal share).
+    ``ujob_limit`` / ``qjob_limit``: LSF's queue shorthands, slots of the
+    queue's running jobs per user / in all (limits named ``QUEUE:UJOB_LIMIT``
+    and ``QUEUE:QJOB_LIMIT`` beside those of ``limits_config``)."""
 
     name: Text
     priority: Priority = 0
     picker: Text | None = None
     fairshare: ShareTree | None = None
+    ujob_limit: Annotated[int, Meta(ge=0, le=MAX_TASKS)] | None = None
+    qjob_limit: Annotated[int, Meta(ge=0, le=MAX_TASKS)] | None = None
 
 
 class FairshareConfig(_Event, tag="fairshare_config", frozen=True):

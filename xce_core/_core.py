@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import anyio
 import anyio.lowlevel
@@ -34,6 +34,7 @@ from events import (
     JobPended,
     JobRejected,
     JobSubmitted,
+    Limit,
     LimitsConfig,
     QueueConfig,
     SessionBegin,
@@ -58,7 +59,7 @@ from xce_core._faults import (
     internal_error_text,
     queue_config_or_nothing,
 )
-from xce_core._limits import Limits
+from xce_core._limits import Limits, queue_limits
 from xce_core._model import PENDING, RUNNING, Job, JobGroup
 from xce_core._order import BatchSink, DirectSink, Item, OrderKeys
 from xce_core._pending import PendingQueue
@@ -113,6 +114,8 @@ class SchedulerCore:
             )
         )
         self._limits = Limits()
+        self._cluster_limits: list[Limit] = []
+        self._queue_limits: dict[str, list[Limit]] = {}
         self._fifo = config.strict_fifo and config.backfill == "none"
         self._fairshare = Fairshare(config.fairshare, self.registry, config.picker)
         self.state = ClusterState(
@@ -208,8 +211,7 @@ class SchedulerCore:
                     self._discharge(job_id)
                     self._pending.ended(state.job_cancelled(job_id))
                 case LimitsConfig():
-                    running = [j for j in state.jobs.values() if j.state is RUNNING]
-                    self._limits.configure(event.limits, running)
+                    self._configure_limits(event.limits, self._queue_limits)
                     self._pending.wake_all()
                 case QueueConfig():
                     if event.picker is not None:
@@ -218,6 +220,8 @@ class SchedulerCore:
                     spec = event.fairshare
                     where = f"queue {event.name} fairshare"
                     tree = fairshare.build(spec, where) if spec is not None else None
+                    shorthands = {**self._queue_limits, event.name: queue_limits(event)}
+                    self._configure_limits(self._cluster_limits, shorthands)
                     queue_config_or_nothing(state, event)
                     fairshare.configure(state, event.name, tree, self.clock.now())
                     # Order keys changed: every group rejoins the order afresh.
@@ -266,6 +270,16 @@ class SchedulerCore:
             forget_partial_job(state, ev, pending)
             raise
         self._pending.submitted(job)
+
+    def _configure_limits(self, cluster: Sequence[Limit], queues: dict[str, list[Limit]]) -> None:
+        """Limits from ``limits_config`` and the queues' shorthands, checked and
+        applied together (raises :class:`LimitError`, changing nothing)."""
+        state = self.state
+        every = [*cluster, *(limit for limits in queues.values() for limit in limits)]
+        running = [j for j in state.jobs.values() if j.state is RUNNING]
+        self._limits.configure(every, running)
+        self._cluster_limits = list(cluster)
+        self._queue_limits = {name: limits for name, limits in queues.items() if limits}
 
     def _discharge(self, job_id: str) -> None:
         """Before a running job ends: take what it held off the limits and its

@@ -84,11 +84,13 @@ def run_sweep(
     *,
     jobs: int = 1,
     dask: str | None = None,
+    dask_timeout: float = 10.0,
     on_finished: OnFinished | None = None,
 ) -> SweepOutcome:
     """Execute the ``runs`` whose key is not in ``cache`` and cache each as it
     finishes: in this process when ``jobs`` is 1, else on up to ``jobs``
-    worker processes, or on the Dask scheduler at address ``dask``.
+    worker processes, or on the Dask scheduler at address ``dask`` (reached
+    within ``dask_timeout`` seconds).
 
     A run that raises is a failure (kept in the outcome, not cached); the
     others go on. Raises :class:`SweepInterrupted` on ``KeyboardInterrupt``
@@ -132,7 +134,7 @@ def run_sweep(
 
     try:
         if dask is not None:
-            _on_dask(dask, todo.values(), finished, failed)
+            _on_dask(dask, dask_timeout, todo.values(), finished, failed)
         elif jobs <= 1 or len(todo) <= 1:
             for run in todo.values():
                 try:
@@ -222,13 +224,15 @@ def dask_distributed() -> Any:
         ) from None
 
 
-def _on_dask(address: str, runs: Iterable[SweepRun], finished: Finished, failed: Failed) -> None:
+def _on_dask(
+    address: str, timeout: float, runs: Iterable[SweepRun], finished: Finished, failed: Failed
+) -> None:
     distributed = dask_distributed()
     try:
-        client = distributed.Client(address, timeout=10, set_as_default=False)
+        client = distributed.Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise SweepError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-    with client:
+    with client, client.as_current():
         # Dask workers need not see this machine's files: each trace is sent
         # once, and every run of it gets it from there.
         traces: dict[str, Any] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -170,11 +171,17 @@ def _on_local_pool(
     workers: int, runs: Iterable[SweepRun], finished: Finished, failed: Failed
 ) -> None:
     methods = multiprocessing.get_all_start_methods()
-    # Not fork: the sweep's process may have threads (a progress bar, Dask).
-    # A fork server imports xce once and forks each worker from it.
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        context.set_forkserver_preload([execute_run.__module__])
+    if "fork" in methods and threading.active_count() == 1:
+        # Workers start at once with xce already imported. Only without
+        # threads: a fork copies a lock another thread may hold.
+        context: multiprocessing.context.BaseContext = multiprocessing.get_context("fork")
+    elif "forkserver" in methods:
+        # A fork server imports xce once and forks each worker from it.
+        server = multiprocessing.get_context("forkserver")
+        server.set_forkserver_preload([execute_run.__module__])
+        context = server
+    else:  # pragma: no cover - Windows
+        context = multiprocessing.get_context("spawn")
     executor = ProcessPoolExecutor(workers, mp_context=context, initializer=ignore_sigint)
     try:
         futures: dict[Future[RunRecord], SweepRun] = {

@@ -141,8 +141,9 @@ class RunMetrics(msgspec.Struct, kw_only=True):
     """The figures of one run (a results row without its labels). Definitions
     as in :mod:`xce_core.sim`'s summary, plus ``slowdown_mean`` and
     ``slowdown_max``: ``(wait + run) / run`` over started jobs with a run time
-    above 0. ``wall_time_s`` and ``jobs_per_s`` are timings: they differ from
-    one execution to the next."""
+    above 0. ``wall_time_s``, ``jobs_per_s`` and ``cpu_time_s`` (the CPU time
+    of the thread that replayed: reading the trace and the replay) are
+    timings: they differ from one execution to the next."""
 
     hosts: int
     total_slots: int
@@ -165,9 +166,10 @@ class RunMetrics(msgspec.Struct, kw_only=True):
     sessions_skipped: int
     wall_time_s: float
     jobs_per_s: float
+    cpu_time_s: float
 
 
-TIMING_COLUMNS: Final = ("wall_time_s", "jobs_per_s")
+TIMING_COLUMNS: Final = ("wall_time_s", "jobs_per_s", "cpu_time_s")
 
 
 class RunRecord(msgspec.Struct, kw_only=True):

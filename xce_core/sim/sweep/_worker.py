@@ -10,6 +10,7 @@ import os
 import signal
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from xce_core import SchedulerConfig
@@ -41,6 +42,7 @@ def execute_run(run: SweepRun, data: bytes | None = None) -> RunRecord:
     Raises :class:`SimulationError` (an :class:`~xce_core.XceError`) for a
     trace that changed or a cluster that cannot be built, and whatever
     :func:`~xce_core.sim.simulate` raises."""
+    cpu = time.thread_time()
     trace = run.trace
     if data is None:
         if file_sha256(Path(trace.path)) != trace.sha256:
@@ -86,10 +88,10 @@ def execute_run(run: SweepRun, data: bytes | None = None) -> RunRecord:
     # The collector's threshold is process-wide: tuned only where the run owns
     # the process (not in a Dask worker thread, say).
     result = run_async(replay, gc_tuning=threading.current_thread() is threading.main_thread())
-    return _record(run, result)
+    return _record(run, result, time.thread_time() - cpu)
 
 
-def _record(run: SweepRun, result: SimResult) -> RunRecord:
+def _record(run: SweepRun, result: SimResult, cpu_time: float) -> RunRecord:
     submit: list[float] = []
     start: list[float] = []
     run_time: list[float] = []
@@ -128,6 +130,7 @@ def _record(run: SweepRun, result: SimResult) -> RunRecord:
         sessions_skipped=s.sessions_skipped,
         wall_time_s=s.wall_time_s,
         jobs_per_s=s.jobs_per_s,
+        cpu_time_s=cpu_time,
     )
     return RunRecord(
         key=run.key,

@@ -212,3 +212,16 @@ def test_ctrl_c_exits_130_and_keeps_finished_runs(tmp_path: Path) -> None:
     assert "run the same command again to resume" in rest
     cached = list((tmp_path / "study.cache").glob("*.msgpack"))
     assert 1 <= len(cached) < 5
+
+
+def test_parquet_table_holds_the_csv_rows(study: Path, tmp_path: Path) -> None:
+    parquet = pytest.importorskip("pyarrow.parquet")
+    sweep(study, "-q", "-j", "1")
+    sweep(study, "-q", "-o", tmp_path / "r.parquet", "--cache", tmp_path / "study.cache")
+    table = parquet.read_table(tmp_path / "r.parquet").to_pylist()
+    with (tmp_path / "study.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert len(table) == len(rows) == 6
+    for got, want in zip(table, rows, strict=True):
+        assert list(got) == list(want)
+        assert {k: "" if v is None else str(v) for k, v in got.items()} == want

@@ -9,7 +9,7 @@ import click
 
 from xce_core import XceError
 from xce_core.cli._simulate import _check_output
-from xce_core.cli._study import StudyError, read_study
+from xce_core.cli._study import read_study
 from xce_core.sim.sweep import (
     ResultCache,
     RunFinished,
@@ -28,6 +28,12 @@ from xce_core.sim.sweep import (
 __all__ = ["sweep_command"]
 
 INTERRUPTED = 130  # as a shell reports a command ended by SIGINT
+
+
+class _OptionError(click.ClickException):
+    """A bad option or a missing extra: one line, exit status 2."""
+
+    exit_code = 2
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,7 +97,8 @@ def sweep_command(
     version), so a sweep run again, or after Ctrl-C, runs only what is
     missing. The table has a row per run in study order: its key and labels,
     jobs, makespan, utilisation, waits, slowdowns, backfilled...
-    wall_time_s and jobs_per_s are timings; the rest is deterministic.
+    wall_time_s, jobs_per_s and cpu_time_s are timings; the rest is
+    deterministic.
 
     \b
     Exit status: 0 all runs done; 1 some runs failed (the table holds the
@@ -115,7 +122,7 @@ def _sweep(
     quiet: bool,
 ) -> None:
     if dask is not None and jobs is not None:
-        raise StudyError("--jobs and --dask exclude each other (Dask has its own workers)")
+        raise _OptionError("--jobs and --dask exclude each other (Dask has its own workers)")
     out = out if out is not None else study.with_suffix(".csv")
     cache = ResultCache(cache_dir if cache_dir is not None else out.with_suffix(".cache"))
     # Everything a sweep needs is checked before it starts, so none is lost at the end.
@@ -127,9 +134,9 @@ def _sweep(
         if dask is not None:
             dask_distributed()
     except XceError as exc:
-        raise StudyError(str(exc)) from None
+        raise _OptionError(str(exc)) from None
     if plots is not None and plots.exists() and not plots.is_dir():
-        raise StudyError(f"--plots: {plots} is not a directory")
+        raise _OptionError(f"--plots: {plots} is not a directory")
     runs = read_study(study)
     started = time.perf_counter()
 

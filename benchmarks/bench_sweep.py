@@ -80,10 +80,16 @@ def main() -> None:
         sweep = runs(trace, args.limit)
         print(f"{len(sweep)} runs of {trace.name}; load average {os.getloadavg()[0]:.1f}")
         serial, replays, cpu = timed(sweep, 1)
-        print(f"serial         {serial:6.1f} s  (replays {replays:.1f} s, CPU {cpu:.1f} s)")
+        print(
+            f"serial         {serial:6.1f} s  (replays {replays:.1f} s, CPU {cpu:.1f} s:"
+            f" {cpu / serial:.2f} cores busy)"
+        )
         parallel, replays, cpu = timed(sweep, args.jobs)
         label = f"{args.jobs} processes"
-        print(f"{label:<14} {parallel:6.1f} s  (replays {replays:.1f} s, CPU {cpu:.1f} s)")
+        print(
+            f"{label:<14} {parallel:6.1f} s  (replays {replays:.1f} s, CPU {cpu:.1f} s:"
+            f" {cpu / parallel:.2f} cores busy)"
+        )
         print(f"speed-up       {serial / parallel:6.2f}x  (target 1.6x on 2 processes)")
         print(f"load average {os.getloadavg()[0]:.1f}")
 

@@ -19,11 +19,12 @@ from xce_core.sim import (
     ClusterSpec,
     SimResult,
     SimulationError,
+    SwfTrace,
     default_cluster,
     read_swf,
     simulate,
 )
-from xce_core.sim.sweep._runs import RunMetrics, RunRecord, SweepRun, file_sha256
+from xce_core.sim.sweep._runs import RunMetrics, RunRecord, SweepRun, TraceInput, file_sha256
 
 __all__ = ["execute_run", "ignore_sigint"]
 
@@ -43,19 +44,7 @@ def execute_run(run: SweepRun, data: bytes | None = None) -> RunRecord:
     trace that changed or a cluster that cannot be built, and whatever
     :func:`~xce_core.sim.simulate` raises."""
     cpu = time.thread_time()
-    trace = run.trace
-    if data is None:
-        if file_sha256(Path(trace.path)) != trace.sha256:
-            raise SimulationError(f"{trace.path}: changed since the sweep was planned")
-        swf = read_swf(trace.path, skip_bad=trace.skip_bad, limit=trace.limit)
-    else:
-        if hashlib.sha256(data).hexdigest() != trace.sha256:
-            raise SimulationError(f"{trace.path}: not the bytes the sweep planned")
-        with tempfile.TemporaryDirectory(prefix="xce-sweep-") as scratch:
-            # read_swf reads a file (plain or gzip, by content).
-            copy = Path(scratch, os.path.basename(trace.path) or "trace.swf")
-            copy.write_bytes(data)
-            swf = read_swf(copy, skip_bad=trace.skip_bad, limit=trace.limit)
+    swf = _read_trace(run.trace, data)
     variant = run.cluster
     if variant.groups is not None:
         cluster = ClusterSpec(variant.groups)
@@ -89,6 +78,35 @@ def execute_run(run: SweepRun, data: bytes | None = None) -> RunRecord:
     # the process (not in a Dask worker thread, say).
     result = run_async(replay, gc_tuning=threading.current_thread() is threading.main_thread())
     return _record(run, result, time.thread_time() - cpu)
+
+
+# The last trace read, by (SHA-256, limit, skip_bad): a worker often replays
+# one trace under several policies in a row. Replaced whole, never mutated,
+# so threads of a Dask worker may share it.
+_last_trace: tuple[tuple[str, int | None, bool], SwfTrace] | None = None
+
+
+def _read_trace(trace: TraceInput, data: bytes | None) -> SwfTrace:
+    global _last_trace
+    if data is None:
+        if file_sha256(Path(trace.path)) != trace.sha256:
+            raise SimulationError(f"{trace.path}: changed since the sweep was planned")
+    elif hashlib.sha256(data).hexdigest() != trace.sha256:
+        raise SimulationError(f"{trace.path}: not the bytes the sweep planned")
+    key = (trace.sha256, trace.limit, trace.skip_bad)
+    last = _last_trace
+    if last is not None and last[0] == key:
+        return last[1]
+    if data is None:
+        swf = read_swf(trace.path, skip_bad=trace.skip_bad, limit=trace.limit)
+    else:
+        with tempfile.TemporaryDirectory(prefix="xce-sweep-") as scratch:
+            # read_swf reads a file (plain or gzip, by content).
+            copy = Path(scratch, os.path.basename(trace.path) or "trace.swf")
+            copy.write_bytes(data)
+            swf = read_swf(copy, skip_bad=trace.skip_bad, limit=trace.limit)
+    _last_trace = (key, swf)
+    return swf
 
 
 def _record(run: SweepRun, result: SimResult, cpu_time: float) -> RunRecord:

@@ -62,8 +62,8 @@ def test_table_and_schedule(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in schedule.read_text().splitlines()]
     assert len(rows) == 200
     started = [r for r in rows if r["status"] == "started"]
-    assert all(r["end"] - r["start"] == r["run_time"] for r in started)
-    assert all(sum(n for _, n in r["hosts"]) == r["procs"] for r in started)
+    assert all(r["end"] - r["start"] == r["run"] for r in started)
+    assert all(sum(n for _, n in r["hosts"]) == r["size"] for r in started)
 
 
 def test_strict_fifo_waits_at_least_as_long_on_average() -> None:

@@ -24,24 +24,51 @@ GOOD = "[[group]]\ncount = 2\nslots = 4\n"
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (GOOD + "resources = { mem = inf }\n", "resources.mem must be a non-negative finite number up to 9007199254740992, got inf - at `$.group[0]`"),
+        (
+            GOOD + "resources = { mem = inf }\n",
+            "resources.mem must be a non-negative finite number up to 9007199254740992, got inf - at `$.group[0]`",
+        ),
         (GOOD + "resources = { mem = nan }\n", "resources.mem must be a non-negative"),
         (GOOD + "resources = { mem = 1e300 }\n", "resources.mem must be a non-negative finite"),
-        (GOOD + 'resources = { mem = "4G" }\n', "Expected `float`, got `str` - at `$.group[0].resources[...]`"),
+        (
+            GOOD + 'resources = { mem = "4G" }\n',
+            "Expected `float`, got `str` - at `$.group[0].resources[...]`",
+        ),
         (GOOD + "resources = 3\n", "Expected `object`, got `int` - at `$.group[0].resources`"),
-        (GOOD + "attrs = { speed = nan }\n", "attrs.speed must be a finite number, got nan - at `$.group[0]`"),
+        (
+            GOOD + "attrs = { speed = nan }\n",
+            "attrs.speed must be a finite number, got nan - at `$.group[0]`",
+        ),
         (GOOD + "attrs = { speed = -inf }\n", "attrs.speed must be a finite number"),
         (GOOD + 'attrs = { partition = "1" }\n', "attrs.partition must be an integer"),
-        (GOOD + "attrs = { x = [1, 2] }\n", "Expected `bool | int | float | str`, got `array` - at `$.group[0].attrs[...]`"),
-        (GOOD + 'name = "a b"\n', "Expected `str` matching regex '^\\\\S+$' - at `$.group[0].name`"),
+        (
+            GOOD + "attrs = { x = [1, 2] }\n",
+            "Expected `bool | int | float | str`, got `array` - at `$.group[0].attrs[...]`",
+        ),
+        (
+            GOOD + 'name = "a b"\n',
+            "Expected `str` matching regex '^\\\\S+$' - at `$.group[0].name`",
+        ),
         (GOOD + 'name = ""\n', "Expected `str` of length >= 1 - at `$.group[0].name`"),
         (GOOD + "name = 3\n", "Expected `str`, got `int` - at `$.group[0].name`"),
-        ("[[group]]\ncount = 2\nslots = 10000000000000000000\n", "Expected `int` <= 1000000 - at `$.group[0].slots`"),
+        (
+            "[[group]]\ncount = 2\nslots = 10000000000000000000\n",
+            "Expected `int` <= 1000000 - at `$.group[0].slots`",
+        ),
         ("[[group]]\ncount = 2\nslots = 0\n", "Expected `int` >= 1 - at `$.group[0].slots`"),
-        ("[[group]]\ncount = 1.5\nslots = 1\n", "Expected `int`, got `float` - at `$.group[0].count`"),
-        ("[[group]]\ncount = true\nslots = 1\n", "Expected `int`, got `bool` - at `$.group[0].count`"),
+        (
+            "[[group]]\ncount = 1.5\nslots = 1\n",
+            "Expected `int`, got `float` - at `$.group[0].count`",
+        ),
+        (
+            "[[group]]\ncount = true\nslots = 1\n",
+            "Expected `int`, got `bool` - at `$.group[0].count`",
+        ),
         ("[[group]]\ncount = 2\n", "Object missing required field `slots` - at `$.group[0]`"),
-        (GOOD + '[[group]]\nname = "gpu"\ncount = 1\nslots = -4\n', "Expected `int` >= 1 - at `$.group[1].slots`"),
+        (
+            GOOD + '[[group]]\nname = "gpu"\ncount = 1\nslots = -4\n',
+            "Expected `int` >= 1 - at `$.group[1].slots`",
+        ),
         (GOOD + "hosts = 3\n", "Object contains unknown field `hosts` - at `$.group[0]`"),
         ("hosts = 3\n" + GOOD, "Object contains unknown field `hosts`"),
         ("group = 3\n", "Expected `array`, got `int` - at `$.group`"),

@@ -56,7 +56,7 @@ def _pyplot() -> Any:
         return importlib.import_module("matplotlib.pyplot")
     except ImportError:
         raise XceError(
-            "--plot needs matplotlib: pip install 'xce[plot]' (or pip install matplotlib)"
+            "plots need matplotlib: pip install 'xce[plot]' (or pip install matplotlib)"
         ) from None
 
 

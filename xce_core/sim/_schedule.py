@@ -325,10 +325,13 @@ def _write_parquet(path: Path, table: Any) -> None:
 # --------------------------------------------------------------------------- time series
 
 
-def timeseries_columns(table: OutcomeTable, until: float | None = None) -> dict[str, list[Any]]:
-    """The time series of ``table`` by column (see the module docstring), up to
-    ``until`` (the instant a stopped replay reached) when given. Pure."""
-    a = table.arrays()
+def timeseries_columns(
+    outcomes: Sequence[JobOutcome], until: float | None = None
+) -> dict[str, list[Any]]:
+    """The time series of ``outcomes`` (an :class:`OutcomeTable`, or outcome
+    objects) by column (see the module docstring), up to ``until`` (the instant
+    a stopped replay reached) when given. Pure."""
+    a = as_table(outcomes).arrays()
     status, procs, start_at, run_at = a.status, a.procs, a.start, a.run_time
     # time -> [used slots, running jobs, queue length, queued demand] changes
     changes: dict[float, list[int]] = {}
@@ -380,14 +383,17 @@ def timeseries_columns(table: OutcomeTable, until: float | None = None) -> dict[
 
 
 def write_timeseries(
-    path: Path, table: OutcomeTable, until: float | None = None, fmt: OutputFormat | None = None
+    path: Path,
+    outcomes: Sequence[JobOutcome],
+    until: float | None = None,
+    fmt: OutputFormat | None = None,
 ) -> int:
-    """Write the time series of ``table`` (up to ``until``) to ``path`` in ``fmt``
+    """Write the time series of ``outcomes`` (up to ``until``) to ``path`` in ``fmt``
     (by default, by the suffix; an unknown one is CSV); returns the rows
     written. Raises ``OSError``, or :class:`XceError` for Parquet without pyarrow."""
     if fmt is None:
         fmt = TIMESERIES_FORMATS.get(path.suffix.lower(), "csv")
-    columns = timeseries_columns(table, until)
+    columns = timeseries_columns(outcomes, until)
     if fmt == "parquet":
         pa, _ = _pyarrow()
         types = [pa.float64()] + [pa.int64()] * (len(TIMESERIES_COLUMNS) - 1)

@@ -135,7 +135,10 @@ class OutcomeArrays:
     that go through every job (not copies: read them, never change them).
     ``status`` holds indexes into :data:`STATUS_NAMES`; ``start`` is NaN for a
     job that did not start; ``reasons`` and ``details`` are by job index, for
-    the jobs that have one."""
+    the jobs that have one. Where started jobs ran, when kept: job ``i`` holds
+    runs ``run_first[i]`` to ``run_first[i] + run_count[i] - 1``; run ``r`` is
+    hosts ``host_names[run_host[r]]`` onwards, ``run_length[r]`` of them, with
+    ``run_slots[r]`` slots each."""
 
     ids: Sequence[str]
     users: Sequence[str]
@@ -148,6 +151,12 @@ class OutcomeArrays:
     reasons: Mapping[int, str]
     details: Mapping[int, str]
     never_reason: str
+    run_first: Sequence[int]
+    run_count: Sequence[int]
+    run_host: Sequence[int]
+    run_length: Sequence[int]
+    run_slots: Sequence[int]
+    host_names: Sequence[str]
 
 
 @final
@@ -310,6 +319,12 @@ class OutcomeTable(Sequence[JobOutcome]):
             reasons=self._reasons,
             details=self._details,
             never_reason=self._never_reason,
+            run_first=self._run_first,
+            run_count=self._run_count,
+            run_host=self._run_host,
+            run_length=self._run_length,
+            run_slots=self._run_slots,
+            host_names=self._host_names,
         )
 
     def hosts(self, index: int) -> list[tuple[str, int]]:
@@ -330,8 +345,17 @@ class OutcomeTable(Sequence[JobOutcome]):
             numbers = list(map(index.__getitem__, names))
         slots = list(map(_SLOTS, hosts))
         first, count = numbers[0], len(numbers)
-        if slots.count(slots[0]) == count and numbers == list(range(first, first + count)):
-            self._add_run(first, count, slots[0])  # the usual case, without a loop
+        if slots.count(slots[0]) == count:
+            if numbers == list(range(first, first + count)):
+                self._add_run(first, count, slots[0])  # the usual case, without a loop
+                return
+            # Equal slots on scattered hosts (a fragmented cluster): the breaks
+            # between runs are where consecutive numbers do not differ by one.
+            steps = list(map(operator.sub, numbers[1:], numbers))
+            bounds = [0, *(k for k, step in enumerate(steps, 1) if step != 1), count]
+            self._run_host.extend([numbers[k] for k in bounds[:-1]])
+            self._run_length.extend(list(map(operator.sub, bounds[1:], bounds)))
+            self._run_slots.extend([slots[0]] * (len(bounds) - 1))
             return
         run_host, run_slots, length = first, slots[0], 1
         for number, n in zip(numbers[1:], slots[1:], strict=True):

@@ -73,7 +73,8 @@ def main() -> None:
                 done = time.process_time()
                 if best is None or done - started < best:
                     best, write_best = done - started, done - replayed
-            assert best is not None and write_best is not None
+            assert best is not None
+            assert write_best is not None
             label = f"replay + {schedule_fmt} schedule + {series_fmt} series"
             print(
                 f"{label:<34} {best:>7.3f} s cpu  (+{best - base:.3f} s, {best / base - 1:+.1%};"

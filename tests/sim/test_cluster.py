@@ -26,7 +26,8 @@ GOOD = "[[group]]\ncount = 2\nslots = 4\n"
     [
         (
             GOOD + "resources = { mem = inf }\n",
-            "resources.mem must be a non-negative finite number up to 9007199254740992, got inf - at `$.group[0]`",
+            "resources.mem must be a non-negative finite number up to 9007199254740992,"
+            " got inf - at `$.group[0]`",
         ),
         (GOOD + "resources = { mem = nan }\n", "resources.mem must be a non-negative"),
         (GOOD + "resources = { mem = 1e300 }\n", "resources.mem must be a non-negative finite"),

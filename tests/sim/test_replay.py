@@ -14,8 +14,8 @@ from xce_core.sim._cluster import (
     default_cluster,
     load_cluster,
 )
-from xce_core.sim._replay import job_request, simulate
 from xce_core.sim._plot import timeline
+from xce_core.sim._replay import job_request, simulate
 from xce_core.sim._report import JobOutcome, summarize
 from xce_core.sim._swf import SwfJob, parse_swf_line, read_swf
 

@@ -16,7 +16,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from xce_core.cli._simulate import generate_trace_command, simulate_command
+from xce_core.cli._generate import generate_trace_command
+from xce_core.cli._simulate import simulate_command
 from xce_core.sim import SWF_FIELDS, read_swf
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples/synthetic.swf"
@@ -62,8 +63,8 @@ def test_table_and_schedule(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in schedule.read_text().splitlines()]
     assert len(rows) == 200
     started = [r for r in rows if r["status"] == "started"]
-    assert all(r["end"] - r["start"] == r["run_time"] for r in started)
-    assert all(sum(n for _, n in r["hosts"]) == r["procs"] for r in started)
+    assert all(r["end"] - r["start"] == r["run"] for r in started)
+    assert all(sum(n for _, n in r["hosts"]) == r["size"] for r in started)
 
 
 def test_strict_fifo_waits_at_least_as_long_on_average() -> None:
@@ -109,8 +110,10 @@ def test_plot_without_matplotlib_says_how_to_install_before_the_replay(
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     schedule = tmp_path / "s.jsonl"
-    error = fails(EXAMPLE, "--limit", "20", "--schedule", schedule, "--plot", tmp_path / "p.png")
-    assert "pip install 'xce[plot]'" in error
+    error = fails(
+        EXAMPLE, "--limit", "20", "--schedule", schedule, "--plot", tmp_path / "p.png", code=2
+    )
+    assert error.startswith("Error: --plot: plots need matplotlib: pip install 'xce[plot]'")
     assert not schedule.exists()  # refused before the replay, which would have written it
 
 
@@ -323,11 +326,26 @@ def test_overlong_lines_and_other_compressions_are_named(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ("resources = { mem = inf }", "group 1: resources.mem must be a non-negative finite"),
-        ("attrs = { speed = nan }", "group 1: attrs.speed must be a finite number, got nan"),
-        ('attrs = { partition = "2" }', "group 1: attrs.partition must be an integer"),
-        ('name = "two words"', "group 1 ('two words'): name must be 1 to 64 printable"),
-        ("slots = 1\n[[group]]\ncount = 1\nslots = 4000000", "group 2: slots must be a"),
+        ("resources = { mem = inf }", "resources.mem must be a non-negative finite"),
+        (
+            "attrs = { speed = nan }",
+            "attrs.speed must be a finite number, got nan - at `$.group[0]`",
+        ),
+        ('attrs = { partition = "2" }', "attrs.partition must be an integer"),
+        ('name = "two words"', "Expected `str` matching regex '^\\\\S+$' - at `$.group[0].name`"),
+        (
+            "slots = 1\n[[group]]\ncount = 1\nslots = 4000000",
+            "Expected `int` <= 1000000 - at `$.group[1].slots`",
+        ),
+        ("slots = 1\ncolour = 3", "Object contains unknown field `colour` - at `$.group[0]`"),
+        (
+            "slots = 1\n[licences]\nmatlab = true",
+            "Expected `float`, got `bool` - at `$.licences[...]`",
+        ),
+        (
+            "slots = 1\n[[queue]]\nname = 'q1'\npriority = 'high'",
+            "Expected `int`, got `str` - at `$.queue[0].priority`",
+        ),
     ],
 )
 def test_cluster_file_values_are_checked(tmp_path: Path, extra: str, message: str) -> None:

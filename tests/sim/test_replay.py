@@ -14,8 +14,9 @@ from xce_core.sim._cluster import (
     default_cluster,
     load_cluster,
 )
+from xce_core.sim._plot import timeline
 from xce_core.sim._replay import job_request, simulate
-from xce_core.sim._report import JobOutcome, summarize, timeline
+from xce_core.sim._report import JobOutcome, summarize
 from xce_core.sim._swf import SwfJob, parse_swf_line, read_swf
 
 
@@ -181,9 +182,10 @@ def test_cluster_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "at least one"),
-        ("[[group]]\ncount = 0\nslots = 1\n", "count must be a positive integer"),
-        ("[[group]]\ncount = 1\nslots = 1\ncolour = 3\n", "unknown keys"),
+        ("", "missing required field `group`"),
+        ("group = []\n", "Expected `array` of length >= 1 - at `\\$.group`"),
+        ("[[group]]\ncount = 0\nslots = 1\n", "Expected `int` >= 1 - at `\\$.group\\[0\\].count`"),
+        ("[[group]]\ncount = 1\nslots = 1\ncolour = 3\n", "unknown field `colour`"),
         ("[[group]]\ncount = 1\nslots = 1\nresources = { mem = -1 }\n", "non-negative"),
         ("[[group]\n", "cannot read"),
     ],

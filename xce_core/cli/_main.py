@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from xce_core.cli._generate import generate_trace_command
 from xce_core.cli._run_command import run_command
-from xce_core.cli._simulate import generate_trace_command, simulate_command
+from xce_core.cli._simulate import simulate_command
 from xce_core.cli._sweep import sweep_command
 
 __all__ = ["main"]

@@ -45,6 +45,7 @@ from xce_core.cli._endpoints import (
     parse_listen_address,
     stderr_line,
 )
+from xce_core.cli._logging import configure_logging, log_format_option, verbosity_options
 from xce_core.cli._policy import policy_options, read_policy
 from xce_core.cli._run import (
     EXIT_IO_ERROR,
@@ -56,6 +57,8 @@ from xce_core.cli._run import (
 from xce_core.runtime import run_async
 
 __all__ = ["EpochClock", "run_command"]
+
+_log = logging.getLogger("xce.run")
 
 
 class EpochClock:
@@ -180,6 +183,9 @@ the field path) and is skipped; --strict stops there with status 2.
 Example:  {{"type":"worker_up","name":"h1","slots":4}}
 Every event type with an example line: README.md, section "Event reference".
 
+Logs (faults the core survived, with -v what is served) go to stderr only,
+as text, key=value pairs or JSON lines (--log-format); -q: errors only.
+
 \b
 Exit status: 0 end of input; 1 I/O error; 2 usage error or --strict stop;
 130 SIGINT; 143 SIGTERM (the running session is cancelled, decisions flushed).
@@ -256,6 +262,8 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
     show_default=True,
     help="Longest event line or frame.",
 )
+@verbosity_options
+@log_format_option
 def run_command(
     input_path: str | None,
     listen: str | None,
@@ -277,6 +285,9 @@ def run_command(
     policy: Path | None,
     no_cache: bool,
     max_frame: int,
+    verbose: int,
+    quiet: bool,
+    log_format: str,
 ) -> None:
     if input_path is not None and listen is not None:
         raise click.UsageError("--input and --listen are mutually exclusive")
@@ -311,7 +322,10 @@ def run_command(
         option, message = unknown
         raise click.BadParameter(message, param_hint=option)
     # Tracebacks of faults the core survived go to stderr; stdout carries decisions.
-    logging.basicConfig(format="%(name)s: %(levelname)s: %(message)s", stream=sys.stderr)
+    configure_logging(verbose, quiet, log_format)  # type: ignore[arg-type]  # a click.Choice
+    source = listen or input_path or "stdin"
+    _log.info("reading %s events from %s, writing decisions to %s", input_format, source,
+              output_path or "stdout")  # fmt: skip
     core = SchedulerCore(
         config, registry=registry, clock=EpochClock(), on_internal_error=log_internal_error
     )
@@ -331,6 +345,7 @@ def run_command(
         status = run_async(main)
     except* OSError as group:
         stderr_line(f"xce run: {_first_leaf(group)}")
+    _log.info("exit status %d", status)
     sys.exit(status)
 
 

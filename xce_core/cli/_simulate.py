@@ -1,20 +1,27 @@
-"""``xce simulate`` and ``xce generate-trace``: the command-line faces of :mod:`xce_core.sim`."""
+"""``xce simulate``: the command-line face of :mod:`xce_core.sim`'s replay.
+
+The command checks every option and output before it reads the trace, replays
+it with progress on stderr, stops early (keeping what was decided) on SIGINT or
+SIGTERM, writes the outputs (:mod:`xce_core.cli._outputs`) and prints the
+summary with its provenance. Exit statuses: :mod:`xce_core.cli._logging`."""
 
 from __future__ import annotations
 
 import functools
-import gzip
-import io
-import os
-import shlex
+import logging
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Any, Self
 
 import click
 import msgspec
 
-from events import Limit, LimitsConfig
+from events import LimitsConfig
 from xce_core import (
     ResReqSyntaxError,
     SchedulerConfig,
@@ -22,33 +29,33 @@ from xce_core import (
     default_registry,
     parse_resreq,
 )
+from xce_core.cli._endpoints import stderr_line
+from xce_core.cli._logging import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    configure_logging,
+    verbosity_options,
+)
+from xce_core.cli._outputs import SimOutputs
 from xce_core.cli._policy import policy_options, read_policy
+from xce_core.cli._progress import replay_progress
 from xce_core.cli._run import unknown_plugin
 from xce_core.runtime import run_async
 from xce_core.sim import (
     DEFAULT_MAX_HOSTS,
-    MAX_INTEGER,
-    MAX_LOAD,
     MAX_SLOTS,
-    MIN_LOAD,
-    ClusterSpec,
-    SimResult,
-    SwfJob,
-    WorkloadModel,
-    check_plot,
     default_cluster,
     format_table,
-    generate_jobs,
     load_cluster,
-    plot_timeline,
+    provenance,
     read_swf,
     simulate,
-    swf_header,
-    write_schedule,
-    write_swf,
 )
 
-__all__ = ["generate_trace_command", "simulate_command"]
+__all__ = ["simulate_command"]
+
+_log = logging.getLogger("xce.simulate")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -88,14 +95,23 @@ __all__ = ["generate_trace_command", "simulate_command"]
 @click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
 @click.option(
     "--schedule",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="Write every job's outcome to this JSON Lines file.",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Write one row per job (.jsonl, .csv or .parquet; Parquet needs xce[parquet]).",
+)
+@click.option(
+    "--timeseries",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Write used slots, running jobs, queue length and queued slot demand at every"
+    " change (.csv or .parquet).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option(
     "--plot",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="Draw utilisation and queue length over time (needs xce[plot]).",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Draw utilisation and queue length over time (needs xce[plot]; format by suffix).",
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Replay only the first N jobs.")
 @click.option(
@@ -106,6 +122,15 @@ __all__ = ["generate_trace_command", "simulate_command"]
     is_flag=True,
     help="Run a session at every instant, even when no job could start (same schedule, slower).",
 )
+@click.option(
+    "--progress-interval",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds between progress lines when stderr is not a terminal.",
+)
+@verbosity_options
 def simulate_command(
     trace: Path,
     hosts: int | None,
@@ -127,6 +152,10 @@ def simulate_command(
     limit: int | None,
     skip_bad: bool,
     every_instant: bool,
+    timeseries: Path | None,
+    progress_interval: float,
+    verbose: int,
+    quiet: bool,
 ) -> None:
     """Replay an SWF workload TRACE (.swf or .swf.gz) through the scheduler core.
 
@@ -161,30 +190,59 @@ def simulate_command(
     its limit (times 1e10 s, memory 2^40 KB/proc, integers 2^53-1; never
     inf or nan), or an integer header key (MaxProcs, MaxNodes, MaxJobs...)
     does not start with such an integer (or -1). A corrupt or truncated gzip
-    file is always an error. Cluster file errors name the group and field.
-    --schedule and --plot are checked before the replay (a path that can be
-    written; for --plot, matplotlib and the format of the suffix).
+    file is always an error. Cluster file errors name the file and the path
+    of the value (`$.group[1].slots`).
+    \b
+    Outputs (checked before the replay: a path that can be written, a known
+    suffix, pyarrow for .parquet, matplotlib for --plot; else exit 2):
+      --schedule     job_id user queue size status submit start end wait run
+                     turnaround slowdown bounded_slowdown (tau 10 s) hosts
+                     reason detail (a never-started job's last pend reason)
+      --timeseries   time used_slots running_jobs queue_length
+                     queued_slot_demand, at every change
+    \b
+    Ctrl-C (or SIGTERM) stops the replay: what was decided is written, the
+    summary is printed marked partial, and the exit status is 130 (143).
+    Progress goes to stderr (a bar on a terminal, else a line every
+    --progress-interval seconds); -q turns it off, -v logs what is done.
+    \b
+    Exit status: 0 done; 1 bad input (trace, cluster file) or an output that
+    could not be written; 2 usage error; 130 SIGINT; 143 SIGTERM.
     """
+    configure_logging(verbose, quiet)
+    params = click.get_current_context().params
     try:
-        if resreq is not None:
-            parse_resreq(resreq)
+        status = _simulate(params, quiet=quiet, progress_interval=progress_interval)
+    except KeyboardInterrupt:  # before or after the replay, or a second Ctrl-C
+        stderr_line("xce simulate: interrupted")
+        status = EXIT_INTERRUPTED
+    sys.exit(status)
+
+
+def _simulate(params: dict[str, Any], *, quiet: bool, progress_interval: float) -> int:
+    """The command's work; returns the exit status. Raises click exceptions for
+    usage errors (exit 2) and bad input (exit 1)."""
+    o = _Options(**{name: params[name] for name in _Options.__dataclass_fields__})
+    try:
+        if o.resreq is not None:
+            parse_resreq(o.resreq)
     except ResReqSyntaxError as exc:
         raise click.BadParameter(str(exc), param_hint="--resreq") from None
-    limits = read_policy(policy) if policy is not None else LimitsConfig()
-    if cluster_file is not None and (hosts is not None or slots != 1):
+    limits = read_policy(o.policy) if o.policy is not None else LimitsConfig()
+    if o.cluster_file is not None and (o.hosts is not None or o.slots != 1):
         raise click.UsageError("--cluster excludes --hosts and --slots")
-    if hosts is not None and hosts > max_hosts:
+    if o.hosts is not None and o.hosts > o.max_hosts:
         raise click.BadParameter(
-            f"{hosts} is more than --max-hosts ({max_hosts})", param_hint="--hosts"
+            f"{o.hosts} is more than --max-hosts ({o.max_hosts})", param_hint="--hosts"
         )
     config = SchedulerConfig(
-        picker=picker,
-        sequential_allocator=sequential_allocator,
-        parallel_allocator=parallel_allocator,
-        strict_fifo=strict_fifo,
-        backfill=backfill,
-        backfill_depth=backfill_depth,
-        unsatisfiable_cache=not no_cache,
+        picker=o.picker,
+        sequential_allocator=o.sequential_allocator,
+        parallel_allocator=o.parallel_allocator,
+        strict_fifo=o.strict_fifo,
+        backfill=o.backfill,
+        backfill_depth=o.backfill_depth,
+        unsatisfiable_cache=not o.no_cache,
     )
     try:
         unknown = unknown_plugin(default_registry(), config)
@@ -194,168 +252,138 @@ def simulate_command(
         option, message = unknown
         raise click.BadParameter(message, param_hint=option)  # exit 2, as in `xce run`
     # Outputs are checked before the replay, so a long replay is never lost at the end.
-    if schedule is not None:
-        _check_output(schedule, "--schedule")
-    if plot is not None:
-        _check_output(plot, "--plot")
-        try:
-            check_plot(plot)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--plot") from None
-        except XceError as exc:  # matplotlib is missing
-            raise click.ClickException(str(exc)) from None
+    outputs = SimOutputs(schedule=o.schedule, timeseries=o.timeseries, plot=o.plot)
+    outputs.check()
+    started = time.perf_counter()
     try:
-        cluster = None if cluster_file is None else load_cluster(cluster_file, max_hosts=max_hosts)
-        swf = read_swf(trace, skip_bad=skip_bad, limit=limit)
+        cluster = (
+            None if o.cluster_file is None else load_cluster(o.cluster_file, max_hosts=o.max_hosts)
+        )
+        swf = read_swf(o.trace, skip_bad=o.skip_bad, limit=o.limit)
+        # Hashed now: the file the figures come from, however long the replay.
+        trace_sha = provenance(trace=o.trace, options=params, cluster=None).trace
     except OSError as exc:  # the trace vanished or is unreadable since click checked it
-        raise click.ClickException(f"{trace}: {exc.strerror or exc}") from None
+        raise click.ClickException(f"{o.trace}: {exc.strerror or exc}") from None
     except XceError as exc:
         raise click.ClickException(str(exc)) from None
-    if swf.skipped:
+    elapsed = time.perf_counter() - started
+    _log.info("read %d jobs from %s in %.2f s", len(swf.jobs), o.trace, elapsed)
+    if swf.skipped and not quiet:
         lines = "line" if swf.skipped == 1 else "lines"
         first = swf.first_skipped
         click.echo(f"skipped {swf.skipped} malformed {lines} (first {first})", err=True)
     if cluster is None:
         try:
             cluster = default_cluster(
-                swf.header, swf.jobs, hosts=hosts, slots=slots, max_hosts=max_hosts
+                swf.header, swf.jobs, hosts=o.hosts, slots=o.slots, max_hosts=o.max_hosts
             )
         except XceError as exc:
-            raise click.ClickException(f"{trace}: {exc}") from None
+            raise click.ClickException(f"{o.trace}: {exc}") from None
+    _log.info("cluster: %d hosts, %d slots", cluster.hosts, cluster.total_slots)
+    stop = _StopOnSignals()
     try:
-        # Where jobs ran is kept only for the one output that shows it.
-        keep_hosts = schedule is not None
-        result = _replay(
-            swf.jobs, cluster, config, resreq, every_instant, keep_hosts, limits.limits
+        with (
+            stop,
+            replay_progress(
+                sys.stderr,
+                len(swf.jobs),
+                quiet=quiet,
+                interval=progress_interval,
+                label="replaying",
+            ) as progress,
+        ):
+            result = run_async(
+                functools.partial(
+                    simulate,
+                    swf.jobs,
+                    cluster,
+                    config=config,
+                    resreq=o.resreq,
+                    every_instant=o.every_instant,
+                    # Where jobs ran is kept only for the one output that shows it.
+                    keep_hosts=o.schedule is not None,
+                    limits=limits.limits,
+                    progress=progress,
+                    stop=stop,
+                )
+            )
+    except XceError as exc:
+        raise click.ClickException(str(exc)) from None
+    summary = result.summary
+    summary.skipped_lines = swf.skipped
+    summary.skipped_by_reason = swf.skipped_by_reason
+    summary.provenance = provenance(trace=None, options=params, cluster=cluster)
+    summary.provenance.trace = trace_sha
+    if stop.signum is not None:
+        _log.warning(
+            "stopped by %s at t=%.0f s: writing what was decided",
+            signal.Signals(stop.signum).name,
+            summary.stopped_at or 0.0,
         )
-    except XceError as exc:
-        raise click.ClickException(str(exc)) from None
-    try:
-        if schedule is not None:
-            write_schedule(schedule, result.jobs)
-        if plot is not None:
-            plot_timeline(result, plot, title=f"{trace.name}: {result.summary.policy}")
-    except OSError as exc:
-        raise click.ClickException(f"{exc.filename or 'output'}: {exc.strerror or exc}") from None
-    except XceError as exc:
-        raise click.ClickException(str(exc)) from None
-    if as_json:
-        click.echo(msgspec.json.encode(result.summary).decode())
+    errors = outputs.write(result, title=f"{o.trace.name}: {summary.policy}")
+    if o.as_json:
+        click.echo(msgspec.json.encode(summary).decode())
     else:
-        click.echo(format_table(result.summary))
+        click.echo(format_table(summary))
+    for error in errors:
+        stderr_line(f"Error: {error}")
+    if stop.signum is not None:
+        return 128 + stop.signum
+    return EXIT_FAILURE if errors else EXIT_OK
 
 
-def _check_output(path: Path, option: str) -> None:
-    """Raise a usage error (exit 2) now unless ``path`` can be written: an existing
-    writable file, or a new file the directory lets us create (tried, then removed)."""
-    try:
-        if path.exists():
-            if path.is_dir():
-                problem = "is a directory"
-            elif not os.access(path, os.W_OK):
-                problem = "is not writable"
-            else:
-                return
-        elif not path.parent.exists():
-            problem = f"directory {path.parent} does not exist"
-        elif not path.parent.is_dir():
-            problem = f"{path.parent} is not a directory"
-        else:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            path.unlink()
-            return
-    except OSError as exc:
-        problem = f"cannot be created: {exc.strerror or exc}"
-    raise click.BadParameter(f"{path}: {problem}", param_hint=option)
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """The options :func:`_simulate` reads (the rest only go into provenance)."""
+
+    trace: Path
+    hosts: int | None
+    slots: int
+    cluster_file: Path | None
+    max_hosts: int
+    resreq: str | None
+    strict_fifo: bool
+    backfill: str
+    backfill_depth: int
+    policy: Path | None
+    picker: str
+    sequential_allocator: str
+    parallel_allocator: str
+    no_cache: bool
+    schedule: Path | None
+    timeseries: Path | None
+    as_json: bool
+    plot: Path | None
+    limit: int | None
+    skip_bad: bool
+    every_instant: bool
 
 
-def _replay(
-    jobs: Sequence[SwfJob],
-    cluster: ClusterSpec,
-    config: SchedulerConfig,
-    resreq: str | None,
-    every_instant: bool,
-    keep_hosts: bool,
-    limits: Sequence[Limit],
-) -> SimResult:
-    """Run :func:`simulate`, with a progress bar on stderr when it is a terminal."""
-    run = functools.partial(
-        simulate,
-        jobs,
-        cluster,
-        config=config,
-        resreq=resreq,
-        every_instant=every_instant,
-        keep_hosts=keep_hosts,
-        limits=limits,
-    )
-    if not sys.stderr.isatty():
-        return run_async(run)
-    with click.progressbar(length=len(jobs), label="replaying", file=sys.stderr) as bar:
+class _StopOnSignals:
+    """While entered: the first SIGINT or SIGTERM asks the replay to stop (this
+    object, called, says whether one came: :func:`simulate`'s ``stop``); a
+    second SIGINT interrupts at once (``KeyboardInterrupt``). Outside the main
+    thread (a test runner's), signals are left alone."""
 
-        def progress(done: int, total: int) -> None:
-            bar.length = max(total, 1)
-            bar.update(done - bar.pos)
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
 
-        return run_async(functools.partial(run, progress=progress))
+    def __call__(self) -> bool:
+        return self.signum is not None
 
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = self.signum or signum
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("out", type=click.Path(dir_okay=False, writable=True, path_type=Path))
-@click.option("--jobs", type=click.IntRange(min=1), default=2000, show_default=True)
-@click.option(
-    "--procs",
-    type=click.IntRange(min=1, max=MAX_INTEGER),
-    default=64,
-    show_default=True,
-    help="Machine size: MaxProcs and the cap on job sizes.",
-)
-@click.option("--seed", type=int, default=1, show_default=True)
-@click.option(
-    "--load",
-    type=click.FloatRange(min=MIN_LOAD, max=MAX_LOAD),
-    default=0.7,
-    show_default=True,
-    help="Offered load (work / (span x procs)).",
-)
-def generate_trace_command(out: Path, jobs: int, procs: int, seed: int, load: float) -> None:
-    """Write a synthetic SWF workload to OUT (gzip-compressed if OUT ends in .gz).
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
 
-    \b
-    A simplified Lublin-Feitelson (2003) model: 25% serial jobs, log-uniform
-    parallel sizes (75% rounded to powers of two), hyper-gamma run times that
-    grow with size, Poisson arrivals following a daily cycle. The same options
-    always give the same file. See xce_core/sim/_workload.py.
-    """
-    model = WorkloadModel(jobs=jobs, procs=procs, seed=seed, load=load)
-    command = shlex.join(
-        [
-            "xce",
-            "generate-trace",
-            str(out),
-            "--jobs",
-            str(jobs),
-            "--procs",
-            str(procs),
-            "--seed",
-            str(seed),
-            "--load",
-            f"{load:g}",
-        ]
-    )
-    header = swf_header(model, command)
-    _check_output(out, "OUT")  # before a long generation, as in simulate
-    try:
-        generated = generate_jobs(model)
-    except ValueError as exc:  # arrivals past the SWF time limit
-        raise click.BadParameter(str(exc), param_hint="--load") from None
-    try:
-        if out.suffix == ".gz":
-            with gzip.GzipFile(out, "wb", mtime=0) as raw, io.TextIOWrapper(raw, "utf-8") as text:
-                write_swf(text, generated, header)
-        else:
-            with out.open("w", encoding="utf-8") as text:
-                write_swf(text, generated, header)
-    except OSError as exc:
-        raise click.ClickException(f"{out}: {exc.strerror or exc}") from None
-    click.echo(f"wrote {len(generated)} jobs to {out}", err=True)
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()

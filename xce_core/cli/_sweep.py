@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from xce_core import XceError
-from xce_core.cli._simulate import _check_output
+from xce_core.cli._outputs import check_output
 from xce_core.cli._study import read_study
 from xce_core.sim.sweep import (
     ResultCache,
@@ -126,7 +126,7 @@ def _sweep(
     out = out if out is not None else study.with_suffix(".csv")
     cache = ResultCache(cache_dir if cache_dir is not None else out.with_suffix(".cache"))
     # Everything a sweep needs is checked before it starts, so none is lost at the end.
-    _check_output(out, "--out")
+    check_output(out, "--out")
     try:
         check_results_format(out)
         if plots is not None:

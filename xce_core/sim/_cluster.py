@@ -1,6 +1,8 @@
-"""The cluster of a trace replay: groups of identical hosts, from options or TOML.
+"""The cluster of a trace replay: groups of identical hosts, licences and queues,
+from options or a TOML cluster file.
 
-A TOML cluster file is a list of ``[[group]]`` tables and nothing else::
+A TOML cluster file holds ``[[group]]`` tables (at least one), and optionally a
+``[licences]`` table and ``[[queue]]`` tables::
 
     [[group]]
     count = 48            # hosts in the group (required): an integer >= 1
@@ -9,27 +11,40 @@ A TOML cluster file is a list of ``[[group]]`` tables and nothing else::
     attrs = { partition = 1, type = "x86" }
     resources = { mem = 16384 }     # consumables; mem in MB
 
-Host numbers run on across groups sharing a prefix and are zero-padded to at
-least four digits. Every value is checked (:class:`HostGroup`): ``name`` is 1 to
-64 printable characters without spaces, and no prefix may be another one
-followed by digits (``n`` and ``n1`` could both name a host ``n10001``); an
-attribute is a string, a boolean, an integer or a finite float (``partition``,
-which the replay compares with SWF partition numbers, an integer); a resource is
-a finite number from 0 to MAX_RESOURCE. A replay builds at most ``max_hosts``
-hosts, DEFAULT_MAX_HOSTS unless told otherwise: each costs about 1 KB and 10 us
-to register, so a million hosts already take a gigabyte.
+    [licences]            # cluster-wide consumables (shared_resource events)
+    matlab = 10           # jobs claim them with rusage[matlab=1] (--resreq)
+
+    [[queue]]             # queue_config events; the replay names SWF queue N qN
+    name = "q1"
+    priority = 50         # default 0
+    picker = "fcfs"       # optional: the queue's own picker
+
+The file is decoded by msgspec into :class:`ClusterSpec` (:class:`HostGroup`,
+:class:`QueueSpec`): an unknown key, a value of the wrong type or out of range
+is an error naming the file and the path of the value
+(``c.toml: Expected `int` >= 1 - at `$.group[1].count```; list indexes count
+from 0). Host numbers run on across groups sharing a prefix and are zero-padded
+to at least four digits. ``name`` is 1 to 64 printable characters without
+spaces, and no prefix may be another one followed by digits (``n`` and ``n1``
+could both name a host ``n10001``); an attribute is a string, a boolean, an
+integer or a finite float (``partition``, which the replay compares with SWF
+partition numbers, an integer); a resource or licence total is a finite number
+from 0 to MAX_RESOURCE. A replay builds at most ``max_hosts`` hosts,
+DEFAULT_MAX_HOSTS unless told otherwise: each costs about 1 KB and 10 us to
+register, so a million hosts already take a gigabyte.
 """
 
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Final, TypeAlias
 
-from events import WorkerUp
+import msgspec
+from msgspec import Meta
+
+from events import InputEvent, QueueConfig, SharedResource, WorkerUp
 from xce_core import XceError
 from xce_core.sim._swf_record import SwfJob, header_int
 
@@ -39,6 +54,7 @@ __all__ = [
     "MAX_SLOTS",
     "ClusterSpec",
     "HostGroup",
+    "QueueSpec",
     "SimulationError",
     "default_cluster",
     "load_cluster",
@@ -48,9 +64,16 @@ DEFAULT_MAX_HOSTS: Final = 1_000_000
 MAX_SLOTS: Final = 1_000_000
 MAX_RESOURCE: Final = 2**53
 _MAX_NAME: Final = 64
-_KEYS: Final = ("count", "slots", "name", "attrs", "resources")
 
-AttrValue = str | bool | int | float
+# The decoded types: msgspec checks these when it reads a file, with the path.
+_Count = Annotated[int, Meta(ge=1)]
+_Slots = Annotated[int, Meta(ge=1, le=MAX_SLOTS)]
+_Prefix = Annotated[str, Meta(min_length=1, max_length=_MAX_NAME, pattern=r"^\S+$")]
+_Key = Annotated[str, Meta(min_length=1)]
+_Priority = Annotated[int, Meta(ge=-(1 << 31), le=(1 << 31) - 1)]
+# Values of attrs, resources and licences are checked by __post_init__, whose
+# messages name the key (msgspec's paths stop at the table: `resources[...]`).
+AttrValue: TypeAlias = str | bool | int | float
 
 
 class SimulationError(XceError):
@@ -112,18 +135,17 @@ def _group_problem(group: HostGroup) -> str | None:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class HostGroup:
+class HostGroup(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """``count`` identical hosts named ``<name>0001``... with ``slots`` slots each.
 
     Construction checks every field (see the module docstring) and raises
-    ``ValueError`` naming the first bad one."""
+    ``ValueError`` naming the first bad one; decoding also gives its path."""
 
-    count: int
-    slots: int
-    name: str = "h"
-    attrs: dict[str, AttrValue] = field(default_factory=dict)
-    resources: dict[str, float] = field(default_factory=dict)
+    count: _Count
+    slots: _Slots
+    name: _Prefix = "h"
+    attrs: dict[_Key, AttrValue] = {}
+    resources: dict[_Key, float] = {}
 
     def __post_init__(self) -> None:
         problem = _group_problem(self)
@@ -131,14 +153,25 @@ class HostGroup:
             raise ValueError(problem)
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterSpec:
-    """The hosts of a replay, in the order they are registered with the core.
+class QueueSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A queue's priority and, optionally, its own picker (a ``queue_config``)."""
+
+    name: str
+    priority: _Priority = 0
+    picker: str | None = None
+
+
+class ClusterSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The hosts of a replay, in the order they are registered with the core,
+    its licences (shared resources) and its queues.
 
     Raises ``ValueError`` when two groups' name prefixes could make the same
-    host name (one is the other followed by digits)."""
+    host name (one is the other followed by digits), or a licence total is not
+    a finite number from 0 to MAX_RESOURCE."""
 
     groups: tuple[HostGroup, ...]
+    licences: dict[_Key, float] = {}
+    queues: tuple[QueueSpec, ...] = ()
 
     def __post_init__(self) -> None:
         names = {g.name for g in self.groups}
@@ -150,6 +183,9 @@ class ClusterSpec:
                         f"host name prefixes {name[:cut]!r} and {name!r} could make the same"
                         " host names: rename one"
                     )
+        problem = _table_problem("licences", self.licences, _resource_problem)
+        if problem is not None:
+            raise ValueError(problem)
 
     @property
     def hosts(self) -> int:
@@ -187,6 +223,23 @@ class ClusterSpec:
                     )
                 )
         return out
+
+    def setup_events(self) -> list[InputEvent]:
+        """The ``shared_resource`` and ``queue_config`` events of the licences and
+        queues, applied after the hosts."""
+        events: list[InputEvent] = [
+            SharedResource(name=name, total=float(total)) for name, total in self.licences.items()
+        ]
+        events += [
+            QueueConfig(name=q.name, priority=q.priority, picker=q.picker) for q in self.queues
+        ]
+        return events
+
+
+class _ClusterFile(msgspec.Struct, forbid_unknown_fields=True):
+    group: Annotated[list[HostGroup], Meta(min_length=1)]
+    licences: dict[_Key, float] = {}
+    queue: list[QueueSpec] = []
 
 
 def default_cluster(
@@ -230,49 +283,28 @@ def default_cluster(
 
 def load_cluster(path: Path, *, max_hosts: int = DEFAULT_MAX_HOSTS) -> ClusterSpec:
     """Read a TOML cluster file (see the module docstring). Raises
-    :class:`SimulationError` naming the file, the group and the field for
-    anything malformed, and when the groups hold more than ``max_hosts`` hosts."""
+    :class:`SimulationError` naming the file and the path of anything malformed,
+    and when the groups hold more than ``max_hosts`` hosts."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeError, tomllib.TOMLDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SimulationError(f"{path}: cannot read cluster file: {exc.strerror or exc}") from None
+    try:
+        spec = msgspec.toml.decode(data, type=_ClusterFile)
+    except msgspec.ValidationError as exc:
+        raise SimulationError(f"{path}: {exc}") from None
+    except (msgspec.DecodeError, UnicodeError) as exc:
         raise SimulationError(f"{path}: cannot read cluster file: {exc}") from None
-    unknown = sorted(set(data) - {"group"})
-    if unknown:
-        raise SimulationError(f"{path}: unknown top-level keys {unknown}: only [[group]] tables")
-    tables = data.get("group")
-    if not isinstance(tables, list) or not tables:
-        raise SimulationError(f"{path}: expected at least one [[group]] table")
-    groups = tuple(_group(t, f"{path}: group {i}") for i, t in enumerate(tables, start=1))
-    total = sum(g.count for g in groups)
+    total = sum(g.count for g in spec.group)
     if total > max_hosts:
         raise SimulationError(
             f"{path}: {total} hosts in all, more than the limit of {max_hosts} (--max-hosts)"
         )
+    names = [q.name for q in spec.queue]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise SimulationError(f"{path}: queue {name!r} is declared twice - at `$.queue[{i}]`")
     try:
-        return ClusterSpec(groups)
+        return ClusterSpec(tuple(spec.group), licences=spec.licences, queues=tuple(spec.queue))
     except ValueError as exc:
         raise SimulationError(f"{path}: {exc}") from None
-
-
-def _group(table: Any, where: str) -> HostGroup:
-    if not isinstance(table, dict):
-        raise SimulationError(f"{where}: not a table")
-    name = table.get("name")
-    if isinstance(name, str):
-        where = f"{where} ({name!r})"
-    unknown = sorted(set(table) - set(_KEYS))
-    if unknown:
-        raise SimulationError(f"{where}: unknown keys {unknown} (known: {', '.join(_KEYS)})")
-    for key in ("count", "slots"):
-        if key not in table:
-            raise SimulationError(f"{where}: {key} is required")
-    try:
-        return HostGroup(
-            count=table["count"],
-            slots=table["slots"],
-            name=table.get("name", "h"),
-            attrs=table.get("attrs", {}),
-            resources=table.get("resources", {}),
-        )
-    except ValueError as exc:
-        raise SimulationError(f"{where}: {exc}") from None

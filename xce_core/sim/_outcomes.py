@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import operator
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
@@ -24,14 +24,31 @@ import msgspec
 
 from events import HostSlots
 
-__all__ = ["JobOutcome", "OutcomeColumns", "OutcomeTable", "Status"]
+__all__ = [
+    "STATUS_NAMES",
+    "JobOutcome",
+    "OutcomeArrays",
+    "OutcomeColumns",
+    "OutcomeTable",
+    "Status",
+]
 
-Status = Literal["started", "rejected", "never_started"]
+Status = Literal["started", "rejected", "never_started", "pending", "unreplayed"]
 
 _NEVER_STARTED: Final = 0
 _STARTED: Final = 1
 _REJECTED: Final = 2
-_STATUS_NAMES: Final[tuple[Status, Status, Status]] = ("never_started", "started", "rejected")
+# Only in a replay that was stopped before its end: submitted and not started
+# yet (pending), or not submitted yet (unreplayed).
+_PENDING: Final = 3
+_UNREPLAYED: Final = 4
+STATUS_NAMES: Final[tuple[Status, ...]] = (
+    "never_started",
+    "started",
+    "rejected",
+    "pending",
+    "unreplayed",
+)
 _HOST: Final = attrgetter("host")
 _SLOTS: Final = attrgetter("slots")
 
@@ -39,7 +56,10 @@ _SLOTS: Final = attrgetter("slots")
 class JobOutcome(msgspec.Struct, kw_only=True, gc=False):
     """What happened to one job. ``start``, ``end`` and ``wait`` are set only for
     started jobs; ``hosts`` is the allocation as ``(host, slots)`` pairs; ``reason``
-    says why a job was rejected or never started."""
+    says why a job was rejected or never started (for a job that never started,
+    the category of the last ``job_pended`` the core sent for it, and ``detail``
+    that decision's detail). ``pending`` and ``unreplayed`` are statuses of a
+    replay stopped before its end (see :class:`OutcomeTable`)."""
 
     job_id: str
     submit: float
@@ -51,6 +71,9 @@ class JobOutcome(msgspec.Struct, kw_only=True, gc=False):
     wait: float | None = None
     hosts: list[tuple[str, int]] = []
     reason: str = ""
+    detail: str = ""
+    user: str = ""
+    queue: str = ""
 
     @property
     def slots(self) -> int:
@@ -62,9 +85,11 @@ class JobOutcome(msgspec.Struct, kw_only=True, gc=False):
 class OutcomeColumns:
     """What the summary and the timeline read of a replay's outcomes, by column.
 
-    ``rejected_reasons`` holds the reason of every rejected job and ``queued_submits``
-    the submit time of every other one; the last five columns are of started jobs
-    only. All in trace order."""
+    ``rejected_reasons`` holds the reason of every rejected job, ``queued_submits``
+    and ``queued_procs`` the submit time and size of every job the replay
+    submitted (not rejected, not unreplayed); ``run_time`` to ``slots`` are of
+    started jobs only. All in trace order. ``pending`` and ``unreplayed`` count
+    the jobs of those statuses (a replay stopped before its end)."""
 
     jobs: int
     rejected_reasons: list[str]
@@ -75,6 +100,9 @@ class OutcomeColumns:
     end: Sequence[float | None]
     wait: Sequence[float | None]
     slots: Sequence[int]
+    queued_procs: Sequence[int] = ()
+    pending: int = 0
+    unreplayed: int = 0
 
     @classmethod
     def of(cls, outcomes: Iterable[JobOutcome]) -> OutcomeColumns:
@@ -84,11 +112,15 @@ class OutcomeColumns:
             return outcomes.columns()
         items = list(outcomes)
         started = [o for o in items if o.status == "started"]
+        queued = [o for o in items if o.status not in ("rejected", "unreplayed")]
         return cls(
             jobs=len(items),
             rejected_reasons=[o.reason for o in items if o.status == "rejected"],
             never_started=sum(1 for o in items if o.status == "never_started"),
-            queued_submits=[o.submit for o in items if o.status != "rejected"],
+            queued_submits=[o.submit for o in queued],
+            queued_procs=[o.procs for o in queued],
+            pending=sum(1 for o in items if o.status == "pending"),
+            unreplayed=sum(1 for o in items if o.status == "unreplayed"),
             run_time=[o.run_time for o in started],
             start=[o.start for o in started],
             end=[o.end for o in started],
@@ -97,12 +129,45 @@ class OutcomeColumns:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class OutcomeArrays:
+    """An :class:`OutcomeTable`'s own per-job arrays, in trace order, for writers
+    that go through every job (not copies: read them, never change them).
+    ``status`` holds indexes into :data:`STATUS_NAMES`; ``start`` is NaN for a
+    job that did not start; ``reasons`` and ``details`` are by job index, for
+    the jobs that have one. Where started jobs ran, when kept: job ``i`` holds
+    runs ``run_first[i]`` to ``run_first[i] + run_count[i] - 1``; run ``r`` is
+    hosts ``host_names[run_host[r]]`` onwards, ``run_length[r]`` of them, with
+    ``run_slots[r]`` slots each."""
+
+    ids: Sequence[str]
+    users: Sequence[str]
+    queues: Sequence[str]
+    procs: Sequence[int]
+    status: bytes | bytearray
+    submit: Sequence[float]
+    start: Sequence[float]
+    run_time: Sequence[float]
+    reasons: Mapping[int, str]
+    details: Mapping[int, str]
+    never_reason: str
+    run_first: Sequence[int]
+    run_count: Sequence[int]
+    run_host: Sequence[int]
+    run_length: Sequence[int]
+    run_slots: Sequence[int]
+    host_names: Sequence[str]
+
+
 @final
 class OutcomeTable(Sequence[JobOutcome]):
     """Every job's outcome of one replay, in trace order, one array per field.
 
     The replay appends each job (:meth:`append`, status ``never_started``), then
-    marks it :meth:`rejected` or :meth:`started` at most once. Indexing and
+    marks it :meth:`rejected` or :meth:`started` at most once, and gives a job
+    that never started the last reason it pended for (:meth:`pended`). A replay
+    stopped before its end marks the jobs it submitted and did not start
+    :meth:`pending`, and those it never submitted :meth:`unreplayed`. Indexing and
     iteration build a fresh :class:`JobOutcome` per job, equal to what the replay
     would have kept as objects; so does :meth:`columns` for the report, without
     building them. With ``host_names`` (the cluster's hosts in registration order;
@@ -111,12 +176,14 @@ class OutcomeTable(Sequence[JobOutcome]):
     count the slots held). Not thread-safe."""
 
     __slots__ = (
+        "_details",
         "_host_index",
         "_host_names",
         "_ids",
         "_keep_hosts",
         "_never_reason",
         "_procs",
+        "_queues",
         "_reasons",
         "_run_count",
         "_run_first",
@@ -128,6 +195,7 @@ class OutcomeTable(Sequence[JobOutcome]):
         "_start",
         "_status",
         "_submit",
+        "_users",
     )
 
     def __init__(self, host_names: Iterable[str] | None = None) -> None:
@@ -139,6 +207,9 @@ class OutcomeTable(Sequence[JobOutcome]):
         self._start = array("d")  # nan until started
         self._slots = array("q")
         self._reasons: dict[int, str] = {}
+        self._details: dict[int, str] = {}
+        self._users: list[str] = []
+        self._queues: list[str] = []
         self._never_reason = ""
         self._keep_hosts = host_names is not None
         self._host_names: list[str] = list(host_names or ())
@@ -157,10 +228,20 @@ class OutcomeTable(Sequence[JobOutcome]):
         """Whether started jobs' hosts are kept (else they read as ``[]``)."""
         return self._keep_hosts
 
-    def append(self, job_id: str, submit: float, run_time: float, procs: int) -> int:
+    def append(
+        self,
+        job_id: str,
+        submit: float,
+        run_time: float,
+        procs: int,
+        user: str = "",
+        queue: str = "",
+    ) -> int:
         """Add a job, ``never_started`` for now; returns its index."""
         index = len(self._ids)
         self._ids.append(job_id)
+        self._users.append(user)
+        self._queues.append(queue)
         self._submit.append(submit)
         self._run_time.append(run_time)
         self._procs.append(procs)
@@ -202,8 +283,54 @@ class OutcomeTable(Sequence[JobOutcome]):
                 yield index, submit[index], start[index], run_time[index], slots[index]
 
     def set_never_started_reason(self, reason: str) -> None:
-        """The reason every job still ``never_started`` reads with."""
+        """The reason every job still ``never_started`` without a reason of its own
+        (:meth:`pended`) reads with."""
         self._never_reason = reason
+
+    def pended(self, index: int, reason: str, detail: str) -> None:
+        """Job ``index``, not started, last pended for ``reason`` (a category) with
+        ``detail``."""
+        self._reasons[index] = reason
+        self._details[index] = detail
+
+    def pending(self, index: int) -> None:
+        """Job ``index`` was submitted and had not started when the replay stopped."""
+        self._status[index] = _PENDING
+
+    def unreplayed(self, index: int) -> None:
+        """Job ``index`` was not submitted yet when the replay stopped."""
+        self._status[index] = _UNREPLAYED
+
+    def status(self, index: int) -> Status:
+        """The status of job ``index``."""
+        return STATUS_NAMES[self._status[index]]
+
+    def arrays(self) -> OutcomeArrays:
+        """The table's arrays (see :class:`OutcomeArrays`)."""
+        return OutcomeArrays(
+            ids=self._ids,
+            users=self._users,
+            queues=self._queues,
+            procs=self._procs,
+            status=self._status,
+            submit=self._submit,
+            start=self._start,
+            run_time=self._run_time,
+            reasons=self._reasons,
+            details=self._details,
+            never_reason=self._never_reason,
+            run_first=self._run_first,
+            run_count=self._run_count,
+            run_host=self._run_host,
+            run_length=self._run_length,
+            run_slots=self._run_slots,
+            host_names=self._host_names,
+        )
+
+    def hosts(self, index: int) -> list[tuple[str, int]]:
+        """Where job ``index`` ran, as ``(host, slots)`` pairs (``[]`` when it did
+        not start or hosts are not kept)."""
+        return self._hosts(index)
 
     def _add_runs(self, hosts: Sequence[HostSlots]) -> None:
         index = self._host_index
@@ -218,8 +345,17 @@ class OutcomeTable(Sequence[JobOutcome]):
             numbers = list(map(index.__getitem__, names))
         slots = list(map(_SLOTS, hosts))
         first, count = numbers[0], len(numbers)
-        if slots.count(slots[0]) == count and numbers == list(range(first, first + count)):
-            self._add_run(first, count, slots[0])  # the usual case, without a loop
+        if slots.count(slots[0]) == count:
+            if numbers == list(range(first, first + count)):
+                self._add_run(first, count, slots[0])  # the usual case, without a loop
+                return
+            # Equal slots on scattered hosts (a fragmented cluster): the breaks
+            # between runs are where consecutive numbers do not differ by one.
+            steps = list(map(operator.sub, numbers[1:], numbers))
+            bounds = [0, *(k for k, step in enumerate(steps, 1) if step != 1), count]
+            self._run_host.extend([numbers[k] for k in bounds[:-1]])
+            self._run_length.extend(list(map(operator.sub, bounds[1:], bounds)))
+            self._run_slots.extend([slots[0]] * (len(bounds) - 1))
             return
         run_host, run_slots, length = first, slots[0], 1
         for number, n in zip(numbers[1:], slots[1:], strict=True):
@@ -253,8 +389,11 @@ class OutcomeTable(Sequence[JobOutcome]):
             submit=submit,
             run_time=run_time,
             procs=self._procs[index],
-            status=_STATUS_NAMES[status],
+            status=STATUS_NAMES[status],
             reason=self._reasons.get(index, self._never_reason if status == 0 else ""),
+            detail=self._details.get(index, ""),
+            user=self._users[index],
+            queue=self._queues[index],
         )
         if status == _STARTED:
             start = self._start[index]
@@ -303,11 +442,15 @@ class OutcomeTable(Sequence[JobOutcome]):
         start = list(compress(self._start, started))
         submit = list(compress(self._submit, started))
         run_time = list(compress(self._run_time, started))
+        queued = [s != _REJECTED and s != _UNREPLAYED for s in status]
         return OutcomeColumns(
             jobs=len(self),
             rejected_reasons=[self._reasons[i] for i, s in enumerate(status) if s == _REJECTED],
             never_started=status.count(_NEVER_STARTED),
-            queued_submits=list(compress(self._submit, (s != _REJECTED for s in status))),
+            queued_submits=list(compress(self._submit, queued)),
+            queued_procs=list(compress(self._procs, queued)),
+            pending=status.count(_PENDING),
+            unreplayed=status.count(_UNREPLAYED),
             run_time=run_time,
             start=start,
             end=[s + r for s, r in zip(start, run_time, strict=True)],

@@ -52,7 +52,17 @@ How SWF fields become jobs (the trace quirks):
 - When a session leaves jobs pending while no finish is due and no submission
   remains, those jobs can never start (too much memory for any host, a
   ``select`` nothing matches...): the replay stops and counts them as
-  ``never_started``.
+  ``never_started``, each with the reason and detail of the last
+  ``job_pended`` the core sent for it.
+- The cluster's licences and queues (``[licences]``, ``[[queue]]`` of a cluster
+  file) are ``shared_resource`` and ``queue_config`` events applied after the
+  hosts, before the first job.
+
+**Stopping early.** ``stop`` (a callable, checked before each instant) ends the
+replay early when it returns true, as on Ctrl-C: the result then holds what was
+decided so far. Its summary is marked ``partial`` with the instant reached
+(``stopped_at``); jobs submitted and not started are ``pending`` (with their
+last pend reason), jobs not submitted yet ``unreplayed``.
 """
 
 from __future__ import annotations
@@ -70,6 +80,7 @@ from events import (
     InputEvent,
     JobAllocated,
     JobFinished,
+    JobPended,
     JobRejected,
     JobSubmitted,
     Limit,
@@ -165,6 +176,7 @@ async def simulate(
     every_instant: bool = False,
     keep_hosts: bool = True,
     limits: Sequence[Limit] = (),
+    stop: Callable[[], bool] | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` (see the module docstring for the rules).
 
@@ -174,7 +186,9 @@ async def simulate(
     ``keep_hosts`` the result does not keep where jobs ran (their ``hosts`` read
     as ``[]``; everything else is the same), which saves most of the memory of a
     replay of many wide jobs. ``limits`` are resource allocation limits set
-    before the first job (a ``limits_config`` event). Never sleeps; each
+    before the first job (a ``limits_config`` event). ``stop()``, when given, is
+    called before each instant; once it returns true the replay ends there and
+    returns a partial result (see the module docstring). Never sleeps; each
     session is a checkpoint. Raises
     :class:`SimulationError` if the core contradicts the replay's bookkeeping or
     reports a fault (a bug, or a plugin that raised), :class:`PluginError` for an
@@ -196,10 +210,18 @@ async def simulate(
     await loop.apply(workers)
     for decision in taken:
         raise SimulationError(f"the core refused a host: {decision}")
+    index = len(workers)  # events are numbered after the setup
+    setup = cluster.setup_events()
+    if setup:
+        await loop.apply(setup, start=index)
+        for decision in taken:
+            raise SimulationError(f"the core refused the cluster's licences or queues: {decision}")
+        index += len(setup)
     if limits:
-        await loop.apply([LimitsConfig(limits=list(limits))], start=len(workers))
+        await loop.apply([LimitsConfig(limits=list(limits))], start=index)
         for decision in taken:
             raise SimulationError(f"the core refused the limits: {decision}")
+        index += 1
 
     outcomes = OutcomeTable([w.name for w in workers] if keep_hosts else None)
     # The jobs to submit, by trace index, in submit order (ties in trace order:
@@ -209,6 +231,7 @@ async def simulate(
     queues: dict[int, str] = {}
     projects: dict[int, str] = {}
     live: dict[str, int] = {}  # job id -> trace index, from submit to start (or rejection)
+    pends: dict[str, JobPended] = {}  # job id -> its last job_pended, until it starts
     submitted: dict[int, int] = {}  # event index -> trace index, of this instant's batch
     finishes: list[tuple[float, int, str, int]] = []  # end, start order, job id, slots
     pending = 0
@@ -225,13 +248,17 @@ async def simulate(
     freed = True  # a finish since the last session
     smallest_new = math.inf  # fewest tasks among jobs submitted since the last session
     started_n = 0
-    index = len(workers) + (1 if limits else 0)  # events numbered after the setup
     total = len(order)
     next_job = 0
     instants = 0
     batch: list[InputEvent] = []
     wall_start = time.perf_counter()
+    stopped_at: float | None = None
+    t = 0.0
     while next_job < total or finishes:
+        if stop is not None and stop():
+            stopped_at = t
+            break
         t = jobs[order[next_job]].submit if next_job < total else math.inf
         if finishes and finishes[0][0] < t:
             t = finishes[0][0]
@@ -302,8 +329,11 @@ async def simulate(
                 f"the replay stopped at t={t:g}: {internal_error_text(fault)}"
             ) from fault
         for decision in taken:
-            if isinstance(decision, JobAllocated):
+            if isinstance(decision, JobPended):
+                pends[decision.job_id] = decision
+            elif isinstance(decision, JobAllocated):
                 job_id = decision.job_id
+                pends.pop(job_id, None)
                 number = live.pop(job_id)
                 # Exactly the tasks asked for (min_tasks = max_tasks), one a slot.
                 slots = tasks[number]
@@ -348,6 +378,15 @@ async def simulate(
     if progress is not None:
         progress(next_job, total)
     outcomes.set_never_started_reason("still pending when nothing could change any more")
+    for job_id, number in live.items():
+        pended = pends.get(job_id)
+        if pended is not None:
+            outcomes.pended(number, pended.reason, pended.detail)
+        if stopped_at is not None:
+            outcomes.pending(number)
+    if stopped_at is not None:
+        for rest in range(next_job, total):
+            outcomes.unreplayed(order[rest])
     if config.backfill != "none":
         policy = f"{config.picker} {config.backfill}-backfill"
     else:
@@ -363,6 +402,9 @@ async def simulate(
         backfilled=backfilled,
         limits_raised=sum(1 for number in order if _raised(jobs[number])),
     )
+    if stopped_at is not None:
+        summary.partial = True
+        summary.stopped_at = stopped_at
     summary.by_user = consumer_figures([_ident("u", j.user) for j in jobs], order, outcomes)
     summary.by_queue = consumer_figures([_ident("q", j.queue) for j in jobs], order, outcomes)
     return SimResult(summary=summary, jobs=outcomes)
@@ -379,9 +421,17 @@ def _requests(
     accepted = array("q")
     seen: set[int] = set()
     rules = _Rules.of(cluster, resreq)
+    users: dict[int, str] = {}
+    queues: dict[int, str] = {}
     for number, job in enumerate(jobs):
         request = _request(job, rules)
-        outcomes.append(str(job.job_id), job.submit, max(job.run_time, 0.0), job.size)
+        user = users.get(job.user)
+        if user is None:
+            user = users[job.user] = _ident("u", job.user)
+        queue = queues.get(job.queue)
+        if queue is None:
+            queue = queues[job.queue] = _ident("q", job.queue)
+        outcomes.append(str(job.job_id), job.submit, max(job.run_time, 0.0), job.size, user, queue)
         if job.job_id in seen:
             request = "duplicate_id"
         seen.add(job.job_id)

@@ -6,8 +6,12 @@ Metric definitions (``started`` = jobs that got an allocation):
   that was not rejected (0 when nothing started).
 - ``wait``: start minus submit, over started jobs; mean, median, p95 (nearest
   rank) and max.
-- ``bounded_slowdown``: mean over started jobs of
-  ``max(1, (wait + run) / max(run, 10 s))``.
+- ``turnaround``: end minus submit (wait + run), over started jobs; mean and max.
+- ``bounded_slowdown``: over started jobs,
+  ``max(1, (wait + run) / max(run, 10 s))`` (the bound, tau, is
+  BOUNDED_SLOWDOWN_TAU = 10 s); mean and max.
+- ``slowdown_max``: the largest ``(wait + run) / run`` over started jobs with a
+  run time above 0 (undefined for the others).
 - ``utilisation``: the sum of allocated slots x run time over started jobs,
   divided by ``makespan x total slots``.
 - ``sessions`` run and ``sessions_skipped`` (instants with pending jobs where no
@@ -18,6 +22,17 @@ Metric definitions (``started`` = jobs that got an allocation):
   backfilled; without backfill, those that overtook a job that could not start).
 - ``wait_mean_by_size``: mean wait of started jobs per size class (tasks: 1,
   2-4, 5-16, 17-64, 65-256, 257+; classes without a started job are left out).
+- ``by_size``: per size class with a submitted job, the jobs submitted and
+  started, and the started jobs' mean wait, mean turnaround, mean bounded
+  slowdown and largest slowdown.
+- ``skipped_lines`` / ``skipped_by_reason``: malformed trace lines skipped
+  (``--skip-bad``), by kind (see :func:`~xce_core.sim.skip_reason`).
+- ``partial``: the replay was stopped before its end (Ctrl-C); ``stopped_at``
+  is the virtual instant it reached, ``pending`` the jobs submitted and not
+  started then, ``unreplayed`` the jobs not submitted yet. Figures are of what
+  was decided.
+- ``provenance``: what produced the figures (xce version, trace, options,
+  cluster), set by the command line.
 - ``limits_raised``: jobs whose run time exceeded their requested time (SWF
   field 9), whose run limit was raised to their run time.
 - ``by_user`` / ``by_queue``: per user and per queue (as the replay names them:
@@ -27,32 +42,29 @@ Metric definitions (``started`` = jobs that got an allocation):
 
 from __future__ import annotations
 
-import importlib
 import math
 import operator
 import statistics
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
-from xce_core import XceError
 from xce_core.sim._outcomes import JobOutcome, OutcomeColumns, OutcomeTable
+from xce_core.sim._provenance import Provenance
 
 __all__ = [
     "BOUNDED_SLOWDOWN_TAU",
+    "SIZE_CLASSES",
     "ConsumerFigures",
-    "consumer_figures",
     "JobOutcome",
     "SimResult",
     "SimSummary",
-    "check_plot",
+    "SizeFigures",
+    "consumer_figures",
     "format_table",
-    "plot_timeline",
+    "size_class",
     "summarize",
-    "timeline",
-    "write_schedule",
 ]
 
 BOUNDED_SLOWDOWN_TAU: Final = 10.0
@@ -85,6 +97,29 @@ class SimSummary(msgspec.Struct, kw_only=True):
     limits_raised: int = 0
     by_user: dict[str, ConsumerFigures] = msgspec.field(default_factory=dict)
     by_queue: dict[str, ConsumerFigures] = msgspec.field(default_factory=dict)
+    turnaround_mean: float = 0.0
+    turnaround_max: float = 0.0
+    slowdown_max: float = 0.0
+    bounded_slowdown_max: float = 0.0
+    by_size: dict[str, SizeFigures] = msgspec.field(default_factory=dict)
+    skipped_lines: int = 0
+    skipped_by_reason: dict[str, int] = msgspec.field(default_factory=dict)
+    pending: int = 0
+    unreplayed: int = 0
+    partial: bool = False
+    stopped_at: float | None = None
+    provenance: Provenance | None = None
+
+
+class SizeFigures(msgspec.Struct, kw_only=True):
+    """One size class's share of a replay (started jobs' means; 0 when none)."""
+
+    jobs: int = 0
+    started: int = 0
+    wait_mean: float = 0.0
+    turnaround_mean: float = 0.0
+    bounded_slowdown_mean: float = 0.0
+    slowdown_max: float = 0.0
 
 
 class ConsumerFigures(msgspec.Struct, kw_only=True):
@@ -121,6 +156,10 @@ _FIGURES: Final = (
     "wait_p95",
     "wait_max",
     "bounded_slowdown_mean",
+    "bounded_slowdown_max",
+    "turnaround_mean",
+    "turnaround_max",
+    "slowdown_max",
     "utilisation",
     "wall_time_s",
     "jobs_per_s",
@@ -161,9 +200,9 @@ def summarize(
     makespan = max(0.0, last_end - first_submit) if c.slots else 0.0
     work = sum(map(operator.mul, c.slots, c.run_time))
     tau = BOUNDED_SLOWDOWN_TAU
-    slowdowns = [
-        max(1.0, ((w or 0.0) + r) / max(r, tau)) for w, r in zip(c.wait, c.run_time, strict=True)
-    ]
+    turnarounds = [(w or 0.0) + r for w, r in zip(c.wait, c.run_time, strict=True)]
+    slowdowns = [max(1.0, t / max(r, tau)) for t, r in zip(turnarounds, c.run_time, strict=True)]
+    plain = [t / r for t, r in zip(turnarounds, c.run_time, strict=True) if r > 0]
     summary = SimSummary(
         policy=policy,
         hosts=hosts,
@@ -179,6 +218,10 @@ def summarize(
         wait_p95=_percentile(waits, 0.95) if waits else 0.0,
         wait_max=waits[-1] if waits else 0.0,
         bounded_slowdown_mean=statistics.fmean(slowdowns) if slowdowns else 0.0,
+        bounded_slowdown_max=max(slowdowns, default=0.0),
+        turnaround_mean=statistics.fmean(turnarounds) if turnarounds else 0.0,
+        turnaround_max=max(turnarounds, default=0.0),
+        slowdown_max=max(plain, default=0.0),
         utilisation=work / (makespan * total_slots) if makespan > 0 and total_slots else 0.0,
         sessions=sessions,
         sessions_skipped=sessions_skipped,
@@ -187,6 +230,9 @@ def summarize(
         backfilled=backfilled,
         wait_mean_by_size=_wait_by_size(c.wait, c.slots),
         limits_raised=limits_raised,
+        by_size=_by_size(c, turnarounds, slowdowns),
+        pending=c.pending,
+        unreplayed=c.unreplayed,
     )
     for name in _FIGURES:
         if not math.isfinite(getattr(summary, name)):
@@ -222,6 +268,43 @@ SIZE_CLASSES: Final = ((1, 1, "1"), (2, 4, "2-4"), (5, 16, "5-16"), (17, 64, "17
                        (65, 256, "65-256"), (257, math.inf, "257+"))  # fmt: skip
 
 
+def size_class(size: int) -> str:
+    """The name of the size class (:data:`SIZE_CLASSES`) of a job of ``size`` tasks."""
+    for lo, hi, name in SIZE_CLASSES:
+        if lo <= size <= hi:
+            return name
+    return SIZE_CLASSES[0][2]  # size < 1: never submitted
+
+
+def _by_size(
+    c: OutcomeColumns, turnarounds: Sequence[float], slowdowns: Sequence[float]
+) -> dict[str, SizeFigures]:
+    out: dict[str, SizeFigures] = {}
+    for size in c.queued_procs:
+        name = size_class(size)
+        figures = out.get(name)
+        if figures is None:
+            figures = out[name] = SizeFigures()
+        figures.jobs += 1
+    for size, wait, run, turnaround, bsld in zip(
+        c.slots, c.wait, c.run_time, turnarounds, slowdowns, strict=True
+    ):
+        figures = out.setdefault(size_class(size), SizeFigures())
+        figures.started += 1
+        # Sums until the end.
+        figures.wait_mean += wait or 0.0
+        figures.turnaround_mean += turnaround
+        figures.bounded_slowdown_mean += bsld
+        if run > 0:
+            figures.slowdown_max = max(figures.slowdown_max, turnaround / run)
+    for figures in out.values():
+        if figures.started:
+            figures.wait_mean /= figures.started
+            figures.turnaround_mean /= figures.started
+            figures.bounded_slowdown_mean /= figures.started
+    return {name: out[name] for _, _, name in SIZE_CLASSES if name in out}
+
+
 def _wait_by_size(waits: Sequence[float | None], slots: Sequence[int]) -> dict[str, float]:
     sums: dict[str, list[float]] = {}
     for wait, size in zip(waits, slots, strict=True):
@@ -244,23 +327,52 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s ({seconds / 86400:.1f} d)"
 
 
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
 def format_table(summary: SimSummary) -> str:
-    """The summary as an aligned two-column text table (no trailing newline)."""
+    """The summary as an aligned two-column text table (no trailing newline). A
+    partial summary starts with a ``PARTIAL`` row."""
     s = summary
-    rejected = ", ".join(f"{k} {v}" for k, v in s.rejected_by_reason.items())
-    rows = [
-        ("policy", s.policy),
-        ("cluster", f"{s.hosts} hosts, {s.total_slots} slots"),
+    rows: list[tuple[str, str]] = []
+    if s.partial:
+        rows.append(
+            (
+                "PARTIAL",
+                f"stopped at t={s.stopped_at or 0.0:.0f} s: {s.pending} jobs pending,"
+                f" {s.unreplayed} not replayed; the figures are of what was decided",
+            )
+        )
+    rows += [("policy", s.policy), ("cluster", f"{s.hosts} hosts, {s.total_slots} slots")]
+    p = s.provenance
+    if p is not None:
+        if p.trace is not None:
+            rows.append(("trace", f"{p.trace.name} (sha256 {p.trace.sha256[:16]})"))
+        rows.append(("xce", p.xce_version))
+    rejected = _counts(s.rejected_by_reason)
+    rows += [
         ("jobs", f"{s.jobs}"),
         ("started", f"{s.started}"),
         ("rejected", f"{s.rejected}" + (f" ({rejected})" if rejected else "")),
         ("never started", f"{s.never_started}"),
+    ]
+    if s.skipped_lines:
+        rows.append(("skipped lines", f"{s.skipped_lines} ({_counts(s.skipped_by_reason)})"))
+    rows += [
         ("makespan", _duration(s.makespan)),
         ("wait mean", _duration(s.wait_mean)),
         ("wait median", _duration(s.wait_median)),
         ("wait p95", _duration(s.wait_p95)),
         ("wait max", _duration(s.wait_max)),
-        ("bounded slowdown", f"{s.bounded_slowdown_mean:.2f} (mean, tau 10 s)"),
+        ("turnaround mean", _duration(s.turnaround_mean)),
+        ("turnaround max", _duration(s.turnaround_max)),
+        (
+            "bounded slowdown",
+            f"{s.bounded_slowdown_mean:.2f} mean, {s.bounded_slowdown_max:.2f} max"
+            f" (tau {BOUNDED_SLOWDOWN_TAU:g} s)",
+        ),
+        ("slowdown max", f"{s.slowdown_max:.2f} (jobs that ran > 0 s)"),
         ("utilisation", f"{s.utilisation:.1%}"),
         ("sessions", f"{s.sessions} run, {s.sessions_skipped} skipped (could start nothing)"),
         ("backfilled", f"{s.backfilled} (started ahead of a job still pending)"),
@@ -268,102 +380,21 @@ def format_table(summary: SimSummary) -> str:
             "wait by size",
             ", ".join(f"{k}: {_duration(v)}" for k, v in s.wait_mean_by_size.items()) or "-",
         ),
+    ]
+    for name, f in s.by_size.items():
+        rows.append(
+            (
+                f"size {name}",
+                f"{f.jobs} jobs, {f.started} started: wait {_duration(f.wait_mean)},"
+                f" turnaround {_duration(f.turnaround_mean)},"
+                f" bounded slowdown {f.bounded_slowdown_mean:.2f},"
+                f" slowdown max {f.slowdown_max:.2f}",
+            )
+        )
+    rows += [
         ("limits raised", f"{s.limits_raised} (ran longer than requested)"),
         ("wall time", f"{s.wall_time_s:.3f} s"),
         ("jobs/s", f"{s.jobs_per_s:,.0f}"),
     ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
-
-
-def write_schedule(path: Path, outcomes: Iterable[JobOutcome]) -> None:
-    """Write one JSON object per job (trace order) to ``path`` (JSON Lines)."""
-    encoder = msgspec.json.Encoder()
-    with path.open("wb") as out:
-        for outcome in outcomes:
-            out.write(encoder.encode(outcome))
-            out.write(b"\n")
-
-
-def timeline(outcomes: Iterable[JobOutcome]) -> tuple[list[float], list[int], list[int]]:
-    """Step functions over time: instants, busy slots and queued jobs after each.
-
-    A job is queued from its submit to its start (to the end of the replay when
-    it never started); rejected jobs are never queued. ``outcomes``: objects, or
-    an :class:`~xce_core.sim.OutcomeTable`, read by column.
-    """
-    c = OutcomeColumns.of(outcomes)
-    changes: dict[float, list[int]] = {}
-    for submit in c.queued_submits:
-        changes.setdefault(submit, [0, 0])[1] += 1
-    for start, end, slots in zip(c.start, c.end, c.slots, strict=True):
-        if start is not None and end is not None:
-            changes.setdefault(start, [0, 0])[1] -= 1
-            changes.setdefault(start, [0, 0])[0] += slots
-            changes.setdefault(end, [0, 0])[0] -= slots
-    times: list[float] = []
-    busy: list[int] = []
-    queued: list[int] = []
-    b = q = 0
-    for t in sorted(changes):
-        db, dq = changes[t]
-        b += db
-        q += dq
-        times.append(t)
-        busy.append(b)
-        queued.append(q)
-    return times, busy, queued
-
-
-def _pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend; :class:`XceError` saying how to
-    install it when missing."""
-    try:
-        # Imported by name: matplotlib is an optional extra without type stubs here.
-        matplotlib: Any = importlib.import_module("matplotlib")
-        matplotlib.use("Agg")
-        return importlib.import_module("matplotlib.pyplot")
-    except ImportError:
-        raise XceError(
-            "--plot needs matplotlib: pip install 'xce[plot]' (or pip install matplotlib)"
-        ) from None
-
-
-def check_plot(path: Path) -> None:
-    """Check, before a replay, what :func:`plot_timeline` will need: raises
-    :class:`XceError` when matplotlib does not import, ``ValueError`` when it does
-    not write the format of ``path``'s suffix (none: PNG). Does not touch ``path``."""
-    plt = _pyplot()
-    suffix = path.suffix[1:].lower()
-    fig = plt.figure()
-    formats = fig.canvas.get_supported_filetypes()
-    plt.close(fig)
-    if suffix and suffix not in formats:
-        raise ValueError(
-            f"{path}: matplotlib does not write {suffix!r} files"
-            f" (it writes {', '.join(sorted(formats))})"
-        )
-
-
-def plot_timeline(result: SimResult, path: Path, title: str = "") -> None:
-    """Draw utilisation and queue length over time into ``path`` (PNG, SVG... by
-    suffix). Raises :class:`XceError` telling how to install matplotlib if missing,
-    ``OSError`` if ``path`` cannot be written."""
-    plt = _pyplot()
-    times, busy, queued = timeline(result.jobs)
-    total = result.summary.total_slots or 1
-    hours = [t / 3600.0 for t in times]
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6))
-    top.step(hours, [100.0 * b / total for b in busy], where="post", linewidth=0.7)
-    top.set_ylabel("utilisation (%)")
-    top.set_ylim(0, 105)
-    bottom.step(hours, queued, where="post", linewidth=0.7, color="tab:orange")
-    bottom.set_ylabel("queued jobs")
-    bottom.set_xlabel("time (h)")
-    fig.suptitle(title or f"{result.summary.policy}: {result.summary.jobs} jobs")
-    fig.tight_layout()
-    try:
-        # The format given, so a name without a suffix is written as named (PNG).
-        fig.savefig(path, format=path.suffix[1:].lower() or "png")
-    finally:
-        plt.close(fig)

@@ -46,6 +46,7 @@ __all__ = [
     "iter_swf",
     "parse_swf_line",
     "read_swf",
+    "skip_reason",
     "write_swf",
 ]
 
@@ -79,13 +80,36 @@ class TraceError(XceError):
 
 class SwfTrace(msgspec.Struct, frozen=True):
     """A whole trace: its header, its jobs in file order, the number of malformed
-    lines skipped and the message of the first of them (``""`` when none)."""
+    lines skipped, the message of the first of them (``""`` when none) and their
+    number by kind (:func:`skip_reason`)."""
 
     path: str
     header: dict[str, str]
     jobs: list[SwfJob]
     skipped: int = 0
     first_skipped: str = ""
+    skipped_by_reason: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+def skip_reason(message: str) -> str:
+    """The kind of a malformed line, from its :attr:`TraceError.message`:
+    ``bad_<field>`` (a field out of its limits or not a number), ``field_count``,
+    ``bad_header``, ``too_long``, ``not_utf8``, ``non_ascii``, else ``other``."""
+    if message.startswith("field "):
+        return f"bad_{message.split()[1]}"
+    for start, kind in _SKIP_KINDS:
+        if message.startswith(start):
+            return kind
+    return "other"
+
+
+_SKIP_KINDS: Final = (
+    ("expected ", "field_count"),
+    ("header ", "bad_header"),
+    ("line longer", "too_long"),
+    ("not valid UTF-8", "not_utf8"),
+    ("non-ASCII", "non_ascii"),
+)
 
 
 def _decode(line: str | bytes) -> str:
@@ -216,11 +240,14 @@ def read_swf(path: str | Path, *, skip_bad: bool = False, limit: int | None = No
     jobs: list[SwfJob] = []
     skipped = 0
     first_skipped = ""
+    by_reason: dict[str, int] = {}
 
     def on_bad(error: TraceError) -> None:
         nonlocal skipped, first_skipped
         skipped += 1
         first_skipped = first_skipped or str(error)
+        kind = skip_reason(error.message)
+        by_reason[kind] = by_reason.get(kind, 0) + 1
 
     lines: _Lines | None = None
     try:
@@ -247,7 +274,12 @@ def read_swf(path: str | Path, *, skip_bad: bool = False, limit: int | None = No
             raise
         raise TraceError(_read_error(exc, lines.count if lines else 0), where) from None
     return SwfTrace(
-        path=where, header=header, jobs=jobs, skipped=skipped, first_skipped=first_skipped
+        path=where,
+        header=header,
+        jobs=jobs,
+        skipped=skipped,
+        first_skipped=first_skipped,
+        skipped_by_reason=dict(sorted(by_reason.items())),
     )
 
 

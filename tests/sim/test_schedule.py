@@ -1,0 +1,235 @@
+"""The schedule and the time series: every format reads back as the in-memory
+schedule; never-started jobs keep the core's pend reason; a stopped replay is
+partial and keeps what was decided."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from xce_core import SchedulerConfig
+from xce_core.sim import (
+    SCHEDULE_COLUMNS,
+    SCHEDULE_FORMATS,
+    TIMESERIES_COLUMNS,
+    ClusterSpec,
+    HostGroup,
+    SimResult,
+    SwfJob,
+    as_table,
+    default_cluster,
+    output_format,
+    parse_swf_line,
+    read_swf,
+    schedule_columns,
+    simulate,
+    timeseries_columns,
+    write_schedule,
+    write_timeseries,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples/synthetic.swf"
+
+
+def swf(job_id: int, submit: float, run: float, procs: int, **fields: float) -> SwfJob:
+    values = dict.fromkeys(SwfJob.__struct_fields__, -1)
+    values.update(job_id=job_id, submit=submit, run_time=run, alloc_procs=procs, **fields)
+    return parse_swf_line(" ".join(str(values[name]) for name in SwfJob.__struct_fields__))
+
+
+async def replay(limit: int = 400, **options: Any) -> SimResult:
+    trace = read_swf(EXAMPLE, limit=limit)
+    cluster = default_cluster(trace.header, trace.jobs, hosts=12, slots=4)
+    return await simulate(trace.jobs, cluster, **options)
+
+
+def as_rows(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+
+
+def expected_rows(result: SimResult) -> list[dict[str, Any]]:
+    rows = as_rows(schedule_columns(result.jobs))
+    for row in rows:
+        row["hosts"] = [list(pair) for pair in row["hosts"]]
+    return rows
+
+
+def from_csv(value: str, name: str) -> Any:
+    if value == "":
+        return [] if name == "hosts" else None
+    if name == "hosts":
+        return [[host, int(slots)] for host, slots in (p.rsplit(":", 1) for p in value.split())]
+    if name in ("size", "used_slots", "running_jobs", "queue_length", "queued_slot_demand"):
+        return int(value)
+    if name in ("job_id", "user", "queue", "status", "reason", "detail"):
+        return value
+    return float(value)
+
+
+async def test_schedule_columns_agree_with_the_outcomes() -> None:
+    result = await replay()
+    columns = schedule_columns(result.jobs)
+    assert tuple(columns) == SCHEDULE_COLUMNS
+    for outcome, row in zip(result.jobs, as_rows(columns), strict=True):
+        assert (row["job_id"], row["size"], row["status"]) == (
+            outcome.job_id,
+            outcome.procs,
+            outcome.status,
+        )
+        assert row["user"].startswith("u")
+        assert row["queue"].startswith("q")
+        if outcome.status != "started":
+            assert row["start"] is None
+            assert row["hosts"] == []
+            continue
+        assert row["hosts"] == outcome.hosts
+        assert row["turnaround"] == row["wait"] + row["run"] == row["end"] - row["submit"]
+        run = row["run"]
+        assert row["slowdown"] == (row["turnaround"] / run if run > 0 else None)
+        assert row["bounded_slowdown"] == max(1.0, row["turnaround"] / max(run, 10.0))
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+async def test_every_schedule_format_reads_back_as_the_schedule(
+    tmp_path: Path, suffix: str
+) -> None:
+    result = await replay()
+    path = tmp_path / f"schedule{suffix}"
+    assert write_schedule(path, result.jobs) == len(result.jobs)
+    expected = expected_rows(result)
+    if suffix == ".jsonl":
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+    elif suffix == ".csv":
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            assert tuple(reader.fieldnames or ()) == SCHEDULE_COLUMNS
+            rows = [{k: from_csv(v, k) for k, v in row.items()} for row in reader]
+    else:
+        pq = pytest.importorskip("pyarrow.parquet")
+        rows = pq.read_table(path).to_pylist()
+        for row in rows:
+            row["hosts"] = [[h["host"], h["slots"]] for h in row["hosts"]]
+    assert rows == expected
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left  # noqa: ASYNC240
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+async def test_every_timeseries_format_reads_back(tmp_path: Path, suffix: str) -> None:
+    result = await replay()
+    path = tmp_path / f"series{suffix}"
+    columns = timeseries_columns(result.jobs)
+    assert write_timeseries(path, result.jobs) == len(columns["time"])
+    if suffix == ".csv":
+        with path.open(newline="") as f:
+            rows = [{k: from_csv(v, k) for k, v in row.items()} for row in csv.DictReader(f)]
+    else:
+        pq = pytest.importorskip("pyarrow.parquet")
+        rows = pq.read_table(path).to_pylist()
+    assert rows == as_rows(columns)
+
+
+async def test_the_time_series_steps_at_every_change() -> None:
+    # Two one-slot hosts: 1 (2 procs, 10 s) at 0; 2 (1 proc, 5 s) at 1 waits for 1.
+    jobs = [swf(1, 0, 10, 2), swf(2, 1, 5, 1), swf(3, 1, 0, 5)]  # 3 is too big: rejected
+    result = await simulate(jobs, ClusterSpec((HostGroup(count=2, slots=1),)))
+    series = as_rows(timeseries_columns(result.jobs))
+    assert [tuple(r.values()) for r in series] == [
+        (0.0, 2, 1, 0, 0),
+        (1.0, 2, 1, 1, 1),
+        (10.0, 1, 1, 0, 0),
+        (15.0, 0, 0, 0, 0),
+    ]
+    assert tuple(series[0]) == TIMESERIES_COLUMNS
+    assert as_rows(timeseries_columns(result.jobs, until=5.0)) == series[:2]
+
+
+async def test_a_never_started_job_keeps_the_cores_pend_reason(tmp_path: Path) -> None:
+    cluster = ClusterSpec(
+        (HostGroup(count=2, slots=8, attrs={"partition": 1}),
+         HostGroup(count=1, slots=16, name="p", attrs={"partition": 2})),
+    )  # fmt: skip
+    # 20 tasks in partition 1 (16 slots): never fits, though the cluster has 32.
+    jobs = [swf(1, 0, 10, 20, partition=1), swf(2, 0, 10, 4, partition=1)]
+    result = await simulate(jobs, cluster)
+    never = result.jobs[0]
+    assert never.status == "never_started"
+    assert never.reason not in ("", "still pending when nothing could change any more")
+    assert never.detail
+    path = tmp_path / "s.csv"
+    write_schedule(path, result.jobs)
+    with path.open(newline="") as f:
+        row = next(csv.DictReader(f))
+    assert (row["status"], row["reason"], row["detail"]) == (
+        "never_started",
+        never.reason,
+        never.detail,
+    )
+
+
+async def test_a_rejection_reads_as_kind_and_detail() -> None:
+    result = await simulate([swf(1, 0, 10, 9)], ClusterSpec((HostGroup(count=2, slots=4),)))
+    (row,) = as_rows(schedule_columns(result.jobs))
+    assert (row["status"], row["reason"]) == ("rejected", "too_big")
+    assert row["detail"] == "9 processors, the cluster has 8 slots"
+
+
+async def test_a_stopped_replay_is_partial_and_keeps_what_was_decided(tmp_path: Path) -> None:
+    full = await replay(limit=600, config=SchedulerConfig())
+    calls = 0
+
+    def stop() -> bool:
+        nonlocal calls
+        calls += 1
+        return calls > 150
+
+    part = await replay(limit=600, stop=stop)
+    s = part.summary
+    assert s.partial
+    assert not full.summary.partial
+    assert s.stopped_at is not None
+    assert s.pending + s.unreplayed > 0
+    statuses = [o.status for o in part.jobs]
+    assert statuses.count("unreplayed") == s.unreplayed
+    assert statuses.count("pending") == s.pending
+    # What was decided is what the whole replay decided up to then.
+    for p, f in zip(part.jobs, full.jobs, strict=True):
+        if p.status == "started":
+            assert (p.start, p.hosts) == (f.start, f.hosts)
+    path = tmp_path / "s.jsonl"
+    rows = write_schedule(path, part.jobs)
+    assert rows == len(part.jobs) - s.unreplayed
+    series = timeseries_columns(part.jobs, until=s.stopped_at)
+    assert max(series["time"]) <= s.stopped_at
+
+
+async def test_objects_and_tables_give_the_same_schedule() -> None:
+    result = await replay(limit=200)
+    objects = list(result.jobs)
+    assert schedule_columns(objects) == schedule_columns(result.jobs)
+    assert as_table(result.jobs) is result.jobs
+
+
+def test_the_format_comes_from_the_suffix() -> None:
+    assert output_format(Path("a.CSV"), SCHEDULE_FORMATS) == "csv"
+    assert output_format(Path("a.ndjson"), SCHEDULE_FORMATS) == "jsonl"
+    with pytest.raises(ValueError, match=r"suffix '\.txt': the format is chosen by the suffix"):
+        output_format(Path("a.txt"), SCHEDULE_FORMATS)
+    with pytest.raises(ValueError, match="no suffix"):
+        output_format(Path("schedule"), SCHEDULE_FORMATS)
+
+
+async def test_summary_figures() -> None:
+    result = await replay()
+    s = result.summary
+    rows = [r for r in as_rows(schedule_columns(result.jobs)) if r["status"] == "started"]
+    assert s.turnaround_max == max(r["turnaround"] for r in rows)
+    assert math.isclose(s.turnaround_mean, sum(r["turnaround"] for r in rows) / len(rows))
+    assert s.slowdown_max == max(r["slowdown"] for r in rows if r["slowdown"] is not None)
+    assert s.bounded_slowdown_max == max(r["bounded_slowdown"] for r in rows)
+    assert sum(f.started for f in s.by_size.values()) == s.started
+    assert sum(f.jobs for f in s.by_size.values()) == s.jobs - s.rejected

@@ -1,0 +1,503 @@
+"""A replay's outputs for analysis: the schedule (one row per job) and the time
+series (one row per change), in JSON Lines, CSV or Parquet (by the file's
+suffix; Parquet needs the optional ``parquet`` extra, pyarrow).
+
+**Schedule** columns, one row per job in trace order (a replay stopped early
+leaves out the jobs it never submitted):
+
+- ``job_id``, ``user``, ``queue`` (as the replay names them: ``u<N>``,
+  ``q<N>``), ``size`` (tasks), ``status`` (``started``, ``rejected``,
+  ``never_started``; ``pending`` in a replay stopped early);
+- ``submit``, ``start``, ``end`` (seconds of virtual time), ``wait`` (start -
+  submit), ``run`` (the trace's run time), ``turnaround`` (end - submit),
+  ``slowdown`` (turnaround / run; empty when run is 0), ``bounded_slowdown``
+  (``max(1, turnaround / max(run, 10 s))``): empty for a job that did not start
+  (``run`` is always given);
+- ``hosts``: where the job ran. JSON Lines: ``[[host, slots], ...]``; CSV:
+  ``host:slots`` pairs separated by spaces; Parquet: a list of
+  ``{host, slots}`` structs;
+- ``reason`` and ``detail``: for a job that never started (or was pending when
+  the replay stopped), the category and detail of the last ``job_pended`` the
+  core sent for it; for a rejected job, the rejection's kind (``no_runtime``,
+  ``too_big``, ``core``...) and its detail.
+
+Empty values are ``null`` in JSON Lines and Parquet, empty fields in CSV.
+
+**Time series** columns, a row at every instant where one of the values
+changed (the values just after it): ``time``, ``used_slots``, ``running_jobs``,
+``queue_length`` (jobs submitted and not started), ``queued_slot_demand`` (the
+tasks those jobs ask for). A job that never started stays queued to the end.
+A replay stopped early ends its series at the instant it reached.
+
+Files are written to a temporary name beside the target, then renamed: a
+reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import math
+import os
+import re
+from collections.abc import Iterator, Sequence
+from itertools import compress
+from pathlib import Path
+from typing import IO, Any, Final, Literal
+
+import msgspec
+
+from events import HostSlots
+from xce_core import XceError
+from xce_core.sim._outcomes import STATUS_NAMES, JobOutcome, OutcomeTable
+from xce_core.sim._report import BOUNDED_SLOWDOWN_TAU
+
+__all__ = [
+    "SCHEDULE_COLUMNS",
+    "SCHEDULE_FORMATS",
+    "TIMESERIES_COLUMNS",
+    "TIMESERIES_FORMATS",
+    "OutputFormat",
+    "as_table",
+    "check_parquet",
+    "output_format",
+    "schedule_columns",
+    "timeseries_columns",
+    "write_schedule",
+    "write_timeseries",
+]
+
+OutputFormat = Literal["jsonl", "csv", "parquet"]
+SCHEDULE_FORMATS: Final[dict[str, OutputFormat]] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+}
+TIMESERIES_FORMATS: Final[dict[str, OutputFormat]] = {".csv": "csv", ".parquet": "parquet"}
+SCHEDULE_COLUMNS: Final = (
+    "job_id",
+    "user",
+    "queue",
+    "size",
+    "status",
+    "submit",
+    "start",
+    "end",
+    "wait",
+    "run",
+    "turnaround",
+    "slowdown",
+    "bounded_slowdown",
+    "hosts",
+    "reason",
+    "detail",
+)
+TIMESERIES_COLUMNS: Final = (
+    "time",
+    "used_slots",
+    "running_jobs",
+    "queue_length",
+    "queued_slot_demand",
+)
+_STARTED: Final = STATUS_NAMES.index("started")
+_REJECTED: Final = STATUS_NAMES.index("rejected")
+_NEVER_STARTED: Final = STATUS_NAMES.index("never_started")
+_UNREPLAYED: Final = STATUS_NAMES.index("unreplayed")
+
+
+def output_format(path: Path, formats: dict[str, OutputFormat]) -> OutputFormat:
+    """The format of ``path`` by its suffix (case-insensitive) among ``formats``;
+    ``ValueError`` naming the suffixes known otherwise."""
+    found = formats.get(path.suffix.lower())
+    if found is None:
+        known = ", ".join(formats)
+        suffix = f"suffix {path.suffix!r}" if path.suffix else "no suffix"
+        raise ValueError(f"{path}: {suffix}: the format is chosen by the suffix ({known})")
+    return found
+
+
+def _pyarrow() -> tuple[Any, Any]:
+    """pyarrow and pyarrow.parquet; :class:`XceError` saying how to install them."""
+    try:
+        # Imported by name: an optional extra, without type stubs here.
+        return importlib.import_module("pyarrow"), importlib.import_module("pyarrow.parquet")
+    except ImportError:
+        raise XceError(
+            "Parquet output needs pyarrow: pip install 'xce[parquet]' (or pip install pyarrow)"
+        ) from None
+
+
+def check_parquet() -> None:
+    """Raise :class:`XceError` (saying how to install it) unless pyarrow imports."""
+    _pyarrow()
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+def _split_reason(reason: str) -> tuple[str, str]:
+    kind, _, detail = reason.partition(": ")
+    return kind, detail
+
+
+_Run = tuple[int, int, int]  # first host (an index into the names), hosts, slots each
+
+
+def schedule_columns(outcomes: Sequence[JobOutcome]) -> dict[str, list[Any]]:
+    """The schedule of ``outcomes`` (an :class:`OutcomeTable`, or outcome objects)
+    by column (see the module docstring); ``hosts`` as lists of ``(host, slots)``
+    pairs, empty values ``None``. Pure."""
+    columns, runs, names = _columns(as_table(outcomes))
+    columns["hosts"] = [
+        [(names[h], slots) for host, length, slots in job for h in range(host, host + length)]
+        for job in runs
+    ]
+    return columns
+
+
+def _columns(table: OutcomeTable) -> tuple[dict[str, list[Any]], list[list[_Run]], Sequence[str]]:
+    """The schedule's columns but ``hosts``; each row's runs of hosts; the host
+    names the runs index."""
+    a = table.arrays()
+    status, start_at, submit_at, run_at = a.status, a.start, a.submit, a.run_time
+    run_first, run_count = a.run_first, a.run_count
+    run_host, run_length, run_slots = a.run_host, a.run_length, a.run_slots
+    rows = [i for i in range(len(status)) if status[i] != _UNREPLAYED]
+    # Column by column (comprehensions): a few times faster than row by row.
+    started = [status[i] == _STARTED for i in rows]
+    submit = [submit_at[i] for i in rows]
+    run = [run_at[i] for i in rows]
+    start = [start_at[i] if go else None for i, go in zip(rows, started, strict=True)]
+    end = [t + r if t is not None else None for t, r in zip(start, run, strict=True)]
+    wait = [t - b if t is not None else None for t, b in zip(start, submit, strict=True)]
+    turnaround = [e - b if e is not None else None for e, b in zip(end, submit, strict=True)]
+    slowdown = [
+        t / r if t is not None and r > 0 else None for t, r in zip(turnaround, run, strict=True)
+    ]
+    tau = BOUNDED_SLOWDOWN_TAU
+    bounded = [
+        max(1.0, t / max(r, tau)) if t is not None else None
+        for t, r in zip(turnaround, run, strict=True)
+    ]
+    runs: list[list[_Run]] = [
+        [
+            (run_host[k], run_length[k], run_slots[k])
+            for k in range(run_first[i], run_first[i] + run_count[i])
+        ]
+        if go
+        else []
+        for i, go in zip(rows, started, strict=True)
+    ]
+    reason: list[str | None] = []
+    detail: list[str | None] = []
+    for i in rows:
+        s = status[i]
+        if s == _STARTED:
+            kind = why = ""
+        elif s == _REJECTED:
+            kind, why = _split_reason(a.reasons.get(i, ""))
+        else:
+            default = a.never_reason if s == _NEVER_STARTED else ""
+            kind, why = a.reasons.get(i, default), a.details.get(i, "")
+        reason.append(kind or None)
+        detail.append(why or None)
+    columns: dict[str, list[Any]] = {
+        "job_id": [a.ids[i] for i in rows],
+        "user": [a.users[i] for i in rows],
+        "queue": [a.queues[i] for i in rows],
+        "size": [a.procs[i] for i in rows],
+        "status": [STATUS_NAMES[status[i]] for i in rows],
+        "submit": submit,
+        "start": start,
+        "end": end,
+        "wait": wait,
+        "run": run,
+        "turnaround": turnaround,
+        "slowdown": slowdown,
+        "bounded_slowdown": bounded,
+        "hosts": [],
+        "reason": reason,
+        "detail": detail,
+    }
+    return columns, runs, a.host_names
+
+
+def _hosts_text(runs: list[list[_Run]], names: Sequence[str]) -> list[str]:
+    """CSV: ``host:slots`` separated by spaces. Runs repeat (the same hosts for
+    many jobs), so each run's text is made once."""
+    texts: dict[_Run, str] = {}
+    out: list[str] = []
+    for job in runs:
+        parts = []
+        for run in job:
+            text = texts.get(run)
+            if text is None:
+                host, length, slots = run
+                text = texts[run] = " ".join(
+                    f"{names[h]}:{slots}" for h in range(host, host + length)
+                )
+            parts.append(text)
+        out.append(" ".join(parts))
+    return out
+
+
+def _hosts_json(runs: list[list[_Run]], names: Sequence[str]) -> list[msgspec.Raw]:
+    """JSON Lines: ``[[host, slots], ...]``, already encoded (each run once)."""
+    encode = msgspec.json.encode
+    texts: dict[_Run, bytes] = {}
+    out: list[msgspec.Raw] = []
+    for job in runs:
+        parts = []
+        for run in job:
+            text = texts.get(run)
+            if text is None:
+                host, length, slots = run
+                text = texts[run] = encode(
+                    [(names[h], slots) for h in range(host, host + length)]
+                )[1:-1]
+            parts.append(text)
+        out.append(msgspec.Raw(b"[" + b",".join(parts) + b"]"))
+    return out
+
+
+@contextlib.contextmanager
+def _replacing(path: Path, mode: Literal["w", "wb"]) -> Iterator[IO[Any]]:
+    """A file open on a temporary name beside ``path``, renamed to ``path`` when
+    the block ends without an exception (removed otherwise)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        f: IO[Any]
+        with tmp.open("w", newline="", encoding="utf-8") if mode == "w" else tmp.open("wb") as f:
+            yield f
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def as_table(outcomes: Sequence[JobOutcome]) -> OutcomeTable:
+    """``outcomes`` as an :class:`OutcomeTable` (itself when it is one). Pure."""
+    if isinstance(outcomes, OutcomeTable):
+        return outcomes
+    table = OutcomeTable(())
+    for i, o in enumerate(outcomes):
+        table.append(o.job_id, o.submit, o.run_time, o.procs, o.user, o.queue)
+        if o.status == "started" and o.start is not None:
+            hosts = [HostSlots(host=h, slots=n) for h, n in o.hosts]
+            table.started(i, o.start, o.slots, hosts)
+        elif o.status == "rejected":
+            table.rejected(i, o.reason)
+        else:
+            if o.reason:
+                table.pended(i, o.reason, o.detail)
+            if o.status == "pending":
+                table.pending(i)
+            elif o.status == "unreplayed":
+                table.unreplayed(i)
+    return table
+
+
+def write_schedule(
+    path: Path, outcomes: Sequence[JobOutcome], fmt: OutputFormat | None = None
+) -> int:
+    """Write the schedule of ``outcomes`` (an :class:`OutcomeTable`, or outcome
+    objects) to ``path`` in ``fmt`` (by default, by the suffix; an unknown one
+    is JSON Lines); returns the rows written. Raises ``OSError``, or
+    :class:`XceError` for Parquet without pyarrow."""
+    if fmt is None:
+        fmt = SCHEDULE_FORMATS.get(path.suffix.lower(), "jsonl")
+    columns, runs, names = _columns(as_table(outcomes))
+    if fmt == "parquet":
+        _write_parquet(path, _schedule_arrow(columns, runs, names))
+    elif fmt == "csv":
+        columns["hosts"] = _hosts_text(runs, names)
+        _write_csv(path, SCHEDULE_COLUMNS, columns)
+    else:
+        columns["hosts"] = _hosts_json(runs, names)
+        rows = list(
+            itertools.starmap(_JsonRow, zip(*(columns[k] for k in SCHEDULE_COLUMNS), strict=True))
+        )
+        with _replacing(path, "wb") as out:
+            out.write(msgspec.json.Encoder().encode_lines(rows))
+    return len(columns["job_id"])
+
+
+class _JsonRow(msgspec.Struct, gc=False):
+    """A schedule row as JSON Lines writes it (faster to build than a dict)."""
+
+    job_id: str
+    user: str
+    queue: str
+    size: int
+    status: str
+    submit: float
+    start: float | None
+    end: float | None
+    wait: float | None
+    run: float
+    turnaround: float | None
+    slowdown: float | None
+    bounded_slowdown: float | None
+    hosts: msgspec.Raw
+    reason: str | None
+    detail: str | None
+
+
+def _write_csv(path: Path, names: Sequence[str], columns: dict[str, list[Any]]) -> None:
+    """RFC 4180 CSV, as :mod:`csv` writes it, but built column by column (the
+    csv module's writer took twice as long). A float with an integral value is
+    written as an integer (``3871``), any other as Python's shortest repr."""
+    cells = [_csv_cells(columns[name]) for name in names]
+    with _replacing(path, "w") as out:
+        out.write(",".join(names) + "\n")
+        rows = zip(*cells, strict=True)
+        while chunk := list(itertools.islice(rows, _CSV_CHUNK)):
+            out.write("\n".join(map(",".join, chunk)))
+            out.write("\n")
+
+
+_CSV_CHUNK: Final = 8192
+_NEEDS_QUOTES: Final = re.compile(r'[",\r\n]').search
+
+
+def _csv_cells(values: list[Any]) -> list[str]:
+    kind = next((type(v) for v in values if v is not None), str)
+    if kind is float:
+        return ["" if v is None else str(int(v)) if v.is_integer() else repr(v) for v in values]
+    if kind is int:
+        return ["" if v is None else str(v) for v in values]
+    return [
+        "" if v is None else '"' + v.replace('"', '""') + '"' if _NEEDS_QUOTES(v) else v
+        for v in values
+    ]
+
+
+def _schedule_arrow(
+    columns: dict[str, list[Any]], runs: list[list[_Run]], names: Sequence[str]
+) -> Any:
+    pa, _ = _pyarrow()
+    offsets = [0]
+    host_names: list[str] = []
+    host_slots: list[int] = []
+    for job in runs:
+        for host, length, slots in job:
+            host_names += names[host : host + length]
+            host_slots += [slots] * length
+        offsets.append(len(host_names))
+    entries = pa.StructArray.from_arrays(
+        [pa.array(host_names, pa.string()), pa.array(host_slots, pa.int64())],
+        names=["host", "slots"],
+    )
+    arrays = {name: columns[name] for name in SCHEDULE_COLUMNS if name != "hosts"}
+    types = {"size": pa.int64(), "job_id": pa.string(), "user": pa.string()}
+    fields = []
+    data = []
+    for name in SCHEDULE_COLUMNS:
+        if name == "hosts":
+            array = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries)
+        else:
+            kind = types.get(name)
+            if kind is None:
+                kind = pa.float64() if name in _FLOAT_COLUMNS else pa.string()
+            array = pa.array(arrays[name], kind)
+        fields.append(pa.field(name, array.type))
+        data.append(array)
+    return pa.Table.from_arrays(data, schema=pa.schema(fields))
+
+
+_FLOAT_COLUMNS: Final = frozenset(
+    ("submit", "start", "end", "wait", "run", "turnaround", "slowdown", "bounded_slowdown")
+)
+
+
+def _write_parquet(path: Path, table: Any) -> None:
+    _, pq = _pyarrow()
+    with _replacing(path, "wb") as out:
+        pq.write_table(table, out)
+
+
+# --------------------------------------------------------------------------- time series
+
+
+def timeseries_columns(
+    outcomes: Sequence[JobOutcome], until: float | None = None
+) -> dict[str, list[Any]]:
+    """The time series of ``outcomes`` (an :class:`OutcomeTable`, or outcome
+    objects) by column (see the module docstring), up to ``until`` (the instant
+    a stopped replay reached) when given. Pure."""
+    a = as_table(outcomes).arrays()
+    status, procs, start_at, run_at = a.status, a.procs, a.start, a.run_time
+    queued = [s != _REJECTED and s != _UNREPLAYED for s in status]
+    started = [s == _STARTED for s in status]
+    sizes = list(compress(procs, started))
+    starts = list(compress(start_at, started))
+    ends = [t + r for t, r in zip(starts, compress(run_at, started), strict=True)]
+    demand = list(compress(procs, queued))
+    # Every change as (time, used slots, running jobs, queue length, queued demand),
+    # sorted by time (stable: a job's start comes after its submit at one instant).
+    times = list(compress(a.submit, queued)) + starts + ends
+    n_submit, n_start = len(demand), len(starts)
+    d_used = [0] * n_submit + sizes + [-s for s in sizes]
+    d_running = [0] * n_submit + [1] * n_start + [-1] * n_start
+    d_queue = [1] * n_submit + [-1] * n_start + [0] * n_start
+    d_demand = demand + [-s for s in sizes] + [0] * n_start
+    out: dict[str, list[Any]] = {name: [] for name in TIMESERIES_COLUMNS}
+    time, used, running, queue, queued_demand = (out[name] for name in TIMESERIES_COLUMNS)
+    u = r = q = d = 0
+    limit = math.inf if until is None else until
+    last = None
+    for k in sorted(range(len(times)), key=times.__getitem__):
+        t = times[k]
+        if t != last:
+            if last is not None and (
+                not time or (u, r, q, d) != (used[-1], running[-1], queue[-1], queued_demand[-1])
+            ):
+                time.append(last)
+                used.append(u)
+                running.append(r)
+                queue.append(q)
+                queued_demand.append(d)
+            if t > limit:
+                last = None
+                break
+            last = t
+        u += d_used[k]
+        r += d_running[k]
+        q += d_queue[k]
+        d += d_demand[k]
+    if last is not None and (
+        not time or (u, r, q, d) != (used[-1], running[-1], queue[-1], queued_demand[-1])
+    ):
+        time.append(last)
+        used.append(u)
+        running.append(r)
+        queue.append(q)
+        queued_demand.append(d)
+    return out
+
+
+def write_timeseries(
+    path: Path,
+    outcomes: Sequence[JobOutcome],
+    until: float | None = None,
+    fmt: OutputFormat | None = None,
+) -> int:
+    """Write the time series of ``outcomes`` (up to ``until``) to ``path`` in ``fmt``
+    (by default, by the suffix; an unknown one is CSV); returns the rows
+    written. Raises ``OSError``, or :class:`XceError` for Parquet without pyarrow."""
+    if fmt is None:
+        fmt = TIMESERIES_FORMATS.get(path.suffix.lower(), "csv")
+    columns = timeseries_columns(outcomes, until)
+    if fmt == "parquet":
+        pa, _ = _pyarrow()
+        types = [pa.float64()] + [pa.int64()] * (len(TIMESERIES_COLUMNS) - 1)
+        schema = pa.schema(
+            [pa.field(n, t) for n, t in zip(TIMESERIES_COLUMNS, types, strict=True)]
+        )
+        data = [pa.array(columns[n], t) for n, t in zip(TIMESERIES_COLUMNS, types, strict=True)]
+        _write_parquet(path, pa.Table.from_arrays(data, schema=schema))
+    else:
+        _write_csv(path, TIMESERIES_COLUMNS, columns)
+    return len(columns["time"])

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from xce_core._model import Job, Queue
 
-__all__ = ["FcfsPicker", "Picker"]
+__all__ = ["FairsharePicker", "FcfsPicker", "Picker"]
 
 
 class Picker(ABC):
@@ -50,6 +50,21 @@ class FcfsPicker(Picker):
     then arrival order. Queue priority is applied by the core above any picker."""
 
     name = "fcfs"
+
+    def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
+        return (-job.priority, job.submit_time, job.seq)
+
+
+class FairsharePicker(Picker):
+    """LSF fairshare: users (share accounts of the queue's share tree, or the
+    cluster's) in order of dynamic priority, highest first, taken top-down in a
+    hierarchical tree; within one account, first come first served (job
+    priority, submit time, arrival). The core keeps the accounts and their
+    priorities (:mod:`xce_core._fairshare`): ``fairshare = True`` asks for
+    them, and the key below orders jobs within an account."""
+
+    name = "fairshare"
+    fairshare = True
 
     def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         return (-job.priority, job.submit_time, job.seq)

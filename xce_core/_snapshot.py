@@ -41,7 +41,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from events import Decision, JobSubmitted
+from events import Decision, JobSubmitted, Limit
 from xce_core._admission import ShapeCache
 from xce_core._backfill import Reservation
 from xce_core._config import SchedulerConfig
@@ -89,6 +89,9 @@ class Counters:
     sessions: int
     session_event: int
     changed: bool
+    # The limits_config limits and the queues' shorthands (Limits holds both).
+    cluster_limits: list[Limit]
+    queue_limits: dict[str, list[Limit]]
 
 
 @dataclass(slots=True)
@@ -226,6 +229,7 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
             batch_size=config.batch_size,
             yield_every=config.yield_every,
             session_interval=config.session_interval,
+            fairshare=config.fairshare,
         ),
         events_received=counters.events_received,
         sessions=counters.sessions,
@@ -255,6 +259,8 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
         sleeping_unsettled=list(sleepers.unsettled),
         woken=[group.gid for group in sleepers._woken],
         limits=list(parts.limits._limits),
+        cluster_limits=list(counters.cluster_limits),
+        queue_limits={name: list(limits) for name, limits in counters.queue_limits.items()},
         limit_usage=[
             LimitUsageRecord(index, consumer, u.slots, u.jobs, dict(u.amounts))
             for (index, consumer), u in parts.limits._usage.items()
@@ -310,7 +316,12 @@ def load_snapshot(snapshot: Snapshot, parts: CoreParts) -> Counters:
     except (IndexError, KeyError, ValueError, TypeError, AssertionError) as exc:
         raise SnapshotError(f"inconsistent snapshot: {type(exc).__name__}: {exc}") from None
     return Counters(
-        snapshot.events_received, snapshot.sessions, snapshot.session_event, snapshot.changed
+        snapshot.events_received,
+        snapshot.sessions,
+        snapshot.session_event,
+        snapshot.changed,
+        list(snapshot.cluster_limits),
+        {name: list(limits) for name, limits in snapshot.queue_limits.items()},
     )
 
 

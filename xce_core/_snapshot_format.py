@@ -19,7 +19,7 @@ from typing import Any, Final, TypeAlias
 import msgspec
 
 from events import Decision, Limit
-from xce_core._config import SchedulerConfig
+from xce_core._config import FairshareParams, SchedulerConfig
 from xce_core._errors import SnapshotError
 
 __all__ = [
@@ -109,6 +109,7 @@ class ConfigRecord(msgspec.Struct, forbid_unknown_fields=True):
     batch_size: int
     yield_every: int
     session_interval: float | None
+    fairshare: FairshareParams = FairshareParams()
 
 
 class ReservationRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
@@ -171,6 +172,8 @@ class Snapshot(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=Fals
     sleeping_unsettled: list[int]
     woken: list[int]
     limits: list[Limit]
+    cluster_limits: list[Limit]
+    queue_limits: dict[str, list[Limit]]
     limit_usage: list[LimitUsageRecord]
     ranks: list[tuple[str, int, int]]  # (picker, key length, rank)
     pickers: dict[str, bytes]

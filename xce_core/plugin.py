@@ -29,7 +29,7 @@ from xce_core._iterators import (
     balanced_partition,
 )
 from xce_core._model import AMOUNT_TOLERANCE, SLOTS, Job, Queue, Worker, shortfall, tasks_that_fit
-from xce_core._pickers import FcfsPicker, Picker
+from xce_core._pickers import FairsharePicker, FcfsPicker, Picker
 from xce_core._registry import Registry
 from xce_core._results import AllocMode, PendReason, Reason, Status, Want
 from xce_core._session import CandidateSet
@@ -40,6 +40,7 @@ __all__ = [
     "AllocMode",
     "Allocator",
     "CandidateSet",
+    "FairsharePicker",
     "FcfsPicker",
     "HostIterator",
     "Job",

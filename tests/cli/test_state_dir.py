@@ -153,3 +153,14 @@ def test_other_scheduling_options_than_the_snapshot_are_refused(tmp_path: Path) 
     result = run("--state-dir", str(tmp_path), "--strict-fifo", input=events)
     assert result.returncode == 2
     assert b"strict_fifo False (given True)" in result.stderr
+
+
+def test_fairshare_stops_snapshots_with_a_note(tmp_path: Path) -> None:
+    events = ['{"type":"worker_up","name":"h1","slots":1}']
+    events += ['{"type":"queue_config","name":"fs","picker":"fairshare"}']
+    events += ['{"type":"job_submitted","job_id":"a","queue":"fs"}', '{"type":"session_begin"}']
+    result = run("--state-dir", str(tmp_path), input=ndjson(*events))
+    assert result.returncode == 0
+    assert b"no more snapshots: snapshots do not cover fairshare queues yet" in result.stderr
+    assert len(parse(result.stdout)) == 2
+    assert snapshots(tmp_path) == []

@@ -19,6 +19,7 @@ seconds, whichever comes first, and only when something changed).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import time
@@ -29,7 +30,8 @@ from typing import Final, final
 
 import anyio.to_thread
 
-from xce_core import Clock, InternalErrorHook, Registry, SchedulerCore, SnapshotError
+from xce_core import Clock, InternalErrorHook, Registry, SchedulerCore, SnapshotError, XceError
+from xce_core.cli._endpoints import stderr_line
 
 __all__ = ["KEEP", "Resumed", "SnapshotSchedule", "StateDir"]
 
@@ -159,6 +161,12 @@ class SnapshotSchedule:
         due = events - self._events >= self.every
         if not (force or due or time.monotonic() - self._at >= self.interval):
             return
-        data = core.snapshot()  # between events, on the core's owner: synchronous
+        try:
+            data = core.snapshot()  # between events, on the core's owner: synchronous
+        except XceError as exc:  # a state snapshots do not cover (fairshare)
+            stderr_line(f"xce run: no more snapshots: {exc}")
+            self.every, self.interval = 2**62, math.inf
+            self._events, self._sessions = events, sessions
+            return
         await anyio.to_thread.run_sync(self.state_dir.write, data, events)
         self._events, self._sessions, self._at = events, sessions, time.monotonic()

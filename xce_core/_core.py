@@ -67,6 +67,14 @@ from xce_core._registry import Registry, default_registry
 from xce_core._reservations import Reservations
 from xce_core._results import PendReason, Reason, SessionStats
 from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
+from xce_core._snapshot import (
+    CoreParts,
+    Counters,
+    config_of,
+    load_snapshot,
+    read_snapshot,
+    write_snapshot,
+)
 from xce_core._state import ClusterState, EventInconsistent
 
 __all__ = ["SchedulerCore"]
@@ -158,6 +166,74 @@ class SchedulerCore:
     @property
     def session_count(self) -> int:
         return self._sessions
+
+    @property
+    def events_received(self) -> int:
+        """Input events counted so far (the index the next one gets by default);
+        a snapshot covers exactly the events before it."""
+        return self._index
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> bytes:
+        """The whole state as one msgpack message (:mod:`xce_core._snapshot`):
+        :meth:`restore` gives a core that decides exactly as this one would from
+        here on. Covers the first :attr:`events_received` events, and includes
+        decisions not yet taken. Synchronous, no checkpoint; reads only. Raises
+        :class:`XceError` during a session (take it between events)."""
+        if self._in_session:
+            raise XceError("cannot snapshot a core during a session")
+        if self._fairshare.used:
+            raise XceError("snapshots do not cover fairshare queues yet")
+        counters = Counters(
+            self._index,
+            self._sessions,
+            self._session_event,
+            self.changed,
+            self._cluster_limits,
+            self._queue_limits,
+        )
+        return write_snapshot(self._parts(), counters)
+
+    @classmethod
+    def restore(
+        cls,
+        data: bytes,
+        *,
+        registry: Registry | None = None,
+        clock: Clock | None = None,
+        on_internal_error: InternalErrorHook | None = None,
+    ) -> SchedulerCore:
+        """A core rebuilt from :meth:`snapshot`'s bytes, with the configuration
+        they hold (plugins looked up in ``registry``; a stateful picker gets its
+        saved state back). Derived structures are rebuilt directly, not by
+        replaying events. Raises :class:`SnapshotError` naming what is wrong
+        with a snapshot that is not one, of another format, corrupt or
+        inconsistent, and :class:`PluginError` for a plugin not registered."""
+        image = read_snapshot(data)
+        core = cls(
+            config_of(image), registry=registry, clock=clock, on_internal_error=on_internal_error
+        )
+        counters = load_snapshot(image, core._parts())
+        core._index = counters.events_received
+        core._sessions = counters.sessions
+        core._session_event = counters.session_event
+        core.changed = counters.changed
+        core._cluster_limits = counters.cluster_limits
+        core._queue_limits = counters.queue_limits
+        return core
+
+    def _parts(self) -> CoreParts:
+        return CoreParts(
+            self.config,
+            self.registry,
+            self.state,
+            self._pending,
+            self._shapes,
+            self._limits,
+            self._backfill,
+            self._outbox,
+        )
 
     def apply(self, event: InputEvent, index: int | None = None, *, counted: bool = True) -> bool:
         """Apply one input event (queued if a session runs). Synchronous, never raises

@@ -30,6 +30,20 @@ class Picker(ABC):
     def order_key(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         """The job's position in this picker's order."""
 
+    def snapshot_state(self) -> bytes | None:
+        """What a stateful picker (per-user usage, say) must keep across a
+        restart, as bytes of its own format; ``None`` (the default): nothing.
+        Called by :meth:`SchedulerCore.snapshot` between sessions; its result is
+        stored in the snapshot and handed to :meth:`restore_state` of the
+        restored core's picker of the same name. Must not change the picker."""
+        return None
+
+    def restore_state(self, data: bytes) -> None:
+        """Take back what :meth:`snapshot_state` returned (called once, before
+        any job is keyed, by :meth:`SchedulerCore.restore`). Raise an
+        :class:`XceError` if ``data`` is not usable; the default ignores it."""
+        del data
+
 
 class FcfsPicker(Picker):
     """First come, first served: job priority (higher first), then submit time,

@@ -9,8 +9,11 @@ bucket fits on a host is one rule, :func:`shortfall` (and its companion
 as :meth:`SchedContext.shortfall` and :meth:`SchedContext.tasks_that_fit`. An
 allocator's attempt resolves to a :class:`Status`, which may carry the
 :class:`PendReason` the job should pend with. A picker subclasses
-:class:`Picker`. Both register by name through the entry-point groups
-``xce.allocators`` and ``xce.pickers`` (see :class:`Registry`).
+:class:`Picker`; one with state of its own (per-user usage, say) also
+overrides :meth:`Picker.snapshot_state` and :meth:`Picker.restore_state`, so
+that state travels in the core's snapshots (:meth:`SchedulerCore.snapshot`).
+Both register by name through the entry-point groups ``xce.allocators`` and
+``xce.pickers`` (see :class:`Registry`).
 """
 
 from xce_core._context import SchedContext

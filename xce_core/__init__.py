@@ -25,7 +25,7 @@ from xce_core._api import (
     run_events,
 )
 from xce_core._clock import Clock, MonotonicClock, VirtualClock
-from xce_core._config import BACKFILL_MODES, SchedulerConfig
+from xce_core._config import BACKFILL_MODES, FairshareParams, SchedulerConfig
 from xce_core._core import SchedulerCore
 from xce_core._errors import PluginError, ResReqSyntaxError, SnapshotError, XceError
 from xce_core._faults import InternalErrorHook, internal_error_text
@@ -40,6 +40,7 @@ __all__ = [
     "DECISION_BUFFER",
     "Clock",
     "DecisionSink",
+    "FairshareParams",
     "InternalErrorHook",
     "JobState",
     "MonotonicClock",

@@ -183,8 +183,6 @@ class SchedulerCore:
         :class:`XceError` during a session (take it between events)."""
         if self._in_session:
             raise XceError("cannot snapshot a core during a session")
-        if self._fairshare.used:
-            raise XceError("snapshots do not cover fairshare queues yet")
         counters = Counters(
             self._index,
             self._sessions,
@@ -233,6 +231,7 @@ class SchedulerCore:
             self._limits,
             self._backfill,
             self._outbox,
+            self._fairshare,
         )
 
     def apply(self, event: InputEvent, index: int | None = None, *, counted: bool = True) -> bool:

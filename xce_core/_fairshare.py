@@ -257,7 +257,7 @@ class Fairshare:
         # so a job's charge is seen before the next pick under its account).
         self.used = False
         self._decay = math.log(10) / (params.hist_hours * 3600) if params.hist_hours > 0 else 0.0
-        self._uids = iter(range(1, 1 << 62))
+        self._uids = Ids()
         self.cluster: ShareTreeState | None = None
         self.queues: dict[str, ShareTreeState] = {}
         # The implicit tree of a fairshare queue with no tree anywhere:
@@ -267,6 +267,16 @@ class Fairshare:
         self.running: dict[Job, tuple[ShareNode, int]] = {}
         self._risen: set[ShareNode] = set()
         self.recalculated: float | None = None
+
+    @property
+    def configured(self) -> bool:
+        """Whether a tree was ever set up or an account ever given."""
+        return (
+            self.used
+            or self.cluster is not None
+            or bool(self.queues)
+            or self._implicit is not None
+        )
 
     def account_of(self, job: Job, queue: Queue) -> ShareNode | None:
         """The account of pending ``job`` in ``queue``; ``None`` unless the queue's
@@ -420,7 +430,8 @@ class Fairshare:
     def take_risen(self) -> list[ShareNode]:
         """The accounts whose priority rose since the last call."""
         risen, self._risen = self._risen, set()
-        return [leaf for node in risen for leaf in node.leaves()]
+        # In id order: the same pushes in the same order wherever it runs.
+        return [leaf for node in sorted(risen, key=_uid) for leaf in node.leaves()]
 
     def account(self, user: str, queue: str) -> ShareNode:
         """The account ``user``'s jobs in fairshare queue ``queue`` charge."""
@@ -432,6 +443,27 @@ class Fairshare:
 
     def _prioritise(self, node: ShareNode) -> None:
         node.priority = dynamic_priority(node.shares, node.frozen / 3600, node.slots, self.params)
+
+
+def _uid(node: ShareNode) -> int:
+    return node.uid
+
+
+class Ids:
+    """Node ids, from 1 (the next one readable, for snapshots)."""
+
+    __slots__ = ("next",)
+
+    def __init__(self) -> None:
+        self.next = 1
+
+    def __iter__(self) -> Ids:
+        return self
+
+    def __next__(self) -> int:
+        uid = self.next
+        self.next = uid + 1
+        return uid
 
 
 def _sum_up(tree: ShareTreeState) -> None:

@@ -232,9 +232,11 @@ class PolicyOrder:
         for group in groups:
             group.queued = False
         self._heap = []
+        # Lanes are made again as their groups are queued (an account of a
+        # tree that was replaced leaves no lane behind).
         for lane in self._lanes.values():
-            lane.heap = []
-            lane.queued = False
+            lane.account.lanes.clear()
+        self._lanes = {}
         for group in groups:
             self.queue(group)
         self.broken = False

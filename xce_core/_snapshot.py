@@ -46,6 +46,7 @@ from xce_core._admission import ShapeCache
 from xce_core._backfill import Reservation
 from xce_core._config import SchedulerConfig
 from xce_core._errors import SnapshotError
+from xce_core._fairshare import Fairshare
 from xce_core._limits import Limits, _Usage
 from xce_core._model import DONE, PENDING, REJECTED, RUNNING, Job, JobGroup, Queue, Worker
 from xce_core._order import OrderKeys
@@ -66,6 +67,12 @@ from xce_core._snapshot_format import (
     config_of,
     encode_snapshot,
     read_snapshot,
+)
+from xce_core._snapshot_shares import (
+    lane_groups,
+    load_lanes,
+    load_shares,
+    write_shares,
 )
 from xce_core._state import ClusterState
 
@@ -106,6 +113,7 @@ class CoreParts:
     limits: Limits
     backfill: Reservations | None
     outbox: list[Decision]
+    fairshare: Fairshare
 
 
 # --------------------------------------------------------------------------- writing
@@ -165,8 +173,15 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
             groups.setdefault(job.group.gid, job.group)
     for group in (*sleepers.groups.values(), *sleepers._woken):
         groups.setdefault(group.gid, group)
-    for entry in order._heap:
-        groups.setdefault(entry[-1].gid, entry[-1])
+    # A broken order is rebuilt from the groups before the next session: its
+    # heap and lanes decide nothing (and may name accounts of a replaced tree).
+    heap = [] if order.broken else order._heap
+    for entry in heap:
+        if isinstance(entry[-1], JobGroup):
+            groups.setdefault(entry[-1].gid, entry[-1])
+    if not order.broken:
+        for group in lane_groups(order):
+            groups.setdefault(group.gid, group)
     group_records = []
     for group in groups.values():
         members = [job_index[j.job_id] for j in group.jobs if j.state is PENDING]
@@ -184,7 +199,9 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
                 key=group.key,
                 seen=group.seen,
                 asleep=(asleep.category, asleep.detail) if asleep is not None else None,
-                mapped=state.groups.get(group.fingerprint) is group,
+                mapped=state.groups.get(group.home) is group,
+                account=None if group.account is None else group.account.uid,
+                queue=None if group.account is None else group.home[2],  # type: ignore[index]
             )
         )
 
@@ -253,7 +270,7 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
         done=[job_id for job_id, s in state.ended.items() if s is DONE],
         rejected=[job_id for job_id, s in state.ended.items() if s is REJECTED],
         groups=group_records,
-        heap=[(entry[:-3], entry[-3], entry[-2]) for entry in order._heap],
+        heap=[(entry[:-3], entry[-3], entry[-2]) for entry in heap],
         order_broken=order.broken,
         sleeping=list(sleepers.groups),
         sleeping_unsettled=list(sleepers.unsettled),
@@ -269,6 +286,9 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
         pickers=pickers,
         announced=announced,
         reservation=reservation,
+        shares=(
+            write_shares(parts.fairshare, order, job_index) if parts.fairshare.configured else None
+        ),
     )
     return encode_snapshot(snapshot)
 
@@ -412,11 +432,19 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
         jobs.append(job)
     state.ends = SortedList(ends)
 
+    # Fairshare trees first: groups name their accounts.
+    shares = snap.shares
+    nodes = load_shares(shares, parts.fairshare, jobs) if shares is not None else {}
+
     # Groups, the policy order and the sleepers.
     groups: dict[int, JobGroup] = {}
     members_seen = 0
     for g in snap.groups:
-        group = JobGroup(g.fingerprint, g.gid)
+        account = nodes[g.account] if g.account is not None else None
+        home = g.fingerprint if account is None else (g.fingerprint, g.account, g.queue)
+        group = JobGroup(g.fingerprint, g.gid, account, home)
+        if account is not None:
+            account.groups.add(group)
         members = [jobs[i] for i in g.members]
         for job in members:
             if job.state is not PENDING or job.group is not None:
@@ -438,13 +466,17 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
             raise SnapshotError(f"inconsistent snapshot: group {g.gid} twice")
         groups[g.gid] = group
         if g.mapped:
-            state.groups[g.fingerprint] = group
+            state.groups[home] = group
     if members_seen != state.pending_count:
         raise SnapshotError(
             f"inconsistent snapshot: {state.pending_count} pending jobs, {members_seen} in groups"
         )
     order = parts.pending._order
-    order._heap = [(*key, gid, ticket, groups[gid]) for key, gid, ticket in snap.heap]
+    lanes = load_lanes(shares, order, nodes, groups) if shares is not None else {}
+    order._heap = [
+        (*key, gid, ticket, groups[gid] if gid > 0 else lanes[gid])
+        for key, gid, ticket in snap.heap
+    ]
     order.broken = snap.order_broken
     sleepers = parts.pending._sleepers
     by_gid = {g.gid: g for g in snap.groups}

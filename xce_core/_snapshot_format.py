@@ -29,9 +29,13 @@ __all__ = [
     "ConfigRecord",
     "GroupRecord",
     "JobRecord",
+    "LaneRecord",
     "LimitUsageRecord",
+    "NodeRecord",
     "ReservationRecord",
+    "SharesRecord",
     "Snapshot",
+    "TreeRecord",
     "WorkerRecord",
     "collector_paused",
     "config_of",
@@ -95,6 +99,10 @@ class GroupRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, g
     seen: int
     asleep: tuple[str, str] | None
     mapped: bool
+    # Fairshare: the group's share account (uid) and queue (its home is
+    # (fingerprint, account, queue)).
+    account: int | None = None
+    queue: str | None = None
 
 
 class ConfigRecord(msgspec.Struct, forbid_unknown_fields=True):
@@ -129,6 +137,59 @@ class LimitUsageRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=Tr
     slots: int
     jobs: int
     amounts: dict[str, float]
+
+
+class NodeRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
+    """One node of a tree; ``parent`` is the parent's uid (-1: the root).
+    ``users`` and ``members`` name children by uid, in the level's order."""
+
+    uid: int
+    parent: int
+    name: str
+    shares: int
+    level: bool
+    default: int | None
+    users: list[tuple[str, int]]
+    members: list[tuple[list[str], int]]
+    slots: int
+    usage: float
+    frozen: float
+    stamp: float
+    priority: float
+
+
+class TreeRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
+    """A tree: ``scope`` is ``"cluster"``, ``"implicit"`` or ``"queue"`` (of
+    ``queue``); ``nodes`` root first, every node after its parent, children in
+    their order."""
+
+    scope: str
+    queue: str
+    where: str
+    nodes: list[NodeRecord]
+
+
+class LaneRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
+    """A lane of the policy order: its account, queue, own entry and heap."""
+
+    account: int
+    queue: str
+    gid: int
+    key: Key
+    queued: bool
+    ticket: int
+    heap: list[tuple[Key, int, int]]  # (order key, group id, ticket), in heap order
+
+
+class SharesRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    trees: list[TreeRecord]
+    next_uid: int
+    # (job index, account uid, slots) of every running job charged.
+    running: list[tuple[int, int, int]]
+    risen: list[int]
+    recalculated: float | None
+    used: bool
+    lanes: list[LaneRecord]
 
 
 class _Header(msgspec.Struct, gc=False):
@@ -179,6 +240,9 @@ class Snapshot(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=Fals
     pickers: dict[str, bytes]
     announced: list[tuple[str, float, list[tuple[str, int]]]]
     reservation: ReservationRecord | None
+    # Fairshare trees, accounts, charges and lanes (xce_core._snapshot_shares),
+    # once a tree or a fairshare queue was ever set up.
+    shares: SharesRecord | None = None
 
 
 _encoder = msgspec.msgpack.Encoder()

@@ -348,6 +348,8 @@ class ClusterState:
             group.unsettled = [j for j in group.unsettled if j.queue != name]
             group.live -= len(moved)
             group.head = group.pos = 0
+            if not group.live:
+                self.drop_group(group)
             for job in moved:
                 self.place(job, queue)
 

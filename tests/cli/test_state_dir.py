@@ -155,12 +155,27 @@ def test_other_scheduling_options_than_the_snapshot_are_refused(tmp_path: Path) 
     assert b"strict_fifo False (given True)" in result.stderr
 
 
-def test_fairshare_stops_snapshots_with_a_note(tmp_path: Path) -> None:
-    events = ['{"type":"worker_up","name":"h1","slots":1}']
-    events += ['{"type":"queue_config","name":"fs","picker":"fairshare"}']
-    events += ['{"type":"job_submitted","job_id":"a","queue":"fs"}', '{"type":"session_begin"}']
-    result = run("--state-dir", str(tmp_path), input=ndjson(*events))
-    assert result.returncode == 0
-    assert b"no more snapshots: snapshots do not cover fairshare queues yet" in result.stderr
-    assert len(parse(result.stdout)) == 2
-    assert snapshots(tmp_path) == []
+def test_a_fairshare_queue_restarts_where_it_stopped(tmp_path: Path) -> None:
+    # Two users share one host through a fairshare queue; the second run
+    # resends the log plus more, and decides as one run over everything would.
+    tree = '{"shares":[["ann",3],["bob",1]]}'
+    head = ['{"type":"worker_up","name":"h1","slots":2}']
+    head += ['{"type":"queue_config","name":"fs","picker":"fairshare","fairshare":' + tree + "}"]
+    head += [
+        f'{{"type":"job_submitted","job_id":"{u}{i}","user":"{u}","queue":"fs"}}'
+        for i in range(4)
+        for u in ("ann", "bob")
+    ]
+    head += ['{"type":"session_begin"}']
+    more = []
+    for job in ("ann0", "bob0", "ann1", "ann2"):
+        more += [f'{{"type":"job_finished","job_id":"{job}"}}', '{"type":"session_begin"}']
+    whole = run("--state-dir", str(tmp_path / "whole"), input=ndjson(*head, *more))
+    assert whole.returncode == 0, whole.stderr
+    first = run("--state-dir", str(tmp_path / "cut"), input=ndjson(*head))
+    assert first.returncode == 0, first.stderr
+    assert snapshots(tmp_path / "cut")
+    second = run("--state-dir", str(tmp_path / "cut"), input=ndjson(*head, *more))
+    assert second.returncode == 0, second.stderr
+    assert "resuming from" in second.stderr.decode()
+    assert timeless(parse(first.stdout) + parse(second.stdout)) == timeless(parse(whole.stdout))

@@ -31,8 +31,7 @@ from events import (
 from tests.core.test_invariants import check_invariants, to_events
 from tests.core.test_sleep import SHAPES, ops_over, per_session, run
 from tests.helpers import submit, up
-from xce_core import JobState, SchedulerConfig, SchedulerCore, VirtualClock
-from xce_core._config import FairshareParams
+from xce_core import FairshareParams, JobState, SchedulerConfig, SchedulerCore, VirtualClock
 from xce_core._fairshare import ShareNode, dynamic_priority
 
 GO = SessionBegin()

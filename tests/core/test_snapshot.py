@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from events import (
     Decision,
+    FairshareConfig,
     InputEvent,
     JobCancelled,
     JobFinished,
@@ -21,6 +22,8 @@ from events import (
     QueueConfig,
     SessionEnd,
     SharedResource,
+    ShareTree,
+    UserGroup,
     WorkerDown,
     WorkerRemoved,
 )
@@ -28,6 +31,7 @@ from tests.core.test_invariants import RESREQS, check_invariants, ops_over
 from tests.core.test_limits import limit_sets
 from tests.helpers import GO, submit, up
 from xce_core import (
+    FairshareParams,
     SchedulerConfig,
     SchedulerCore,
     SnapshotError,
@@ -35,6 +39,17 @@ from xce_core import (
     XceError,
 )
 from xce_core.plugin import FcfsPicker, Job, Queue, Registry
+
+# Share trees a stream may install: flat, with defaults, hierarchical, none.
+TREES: list[ShareTree | None] = [
+    ShareTree(shares=[("u0", 3), ("default", 1)]),
+    ShareTree(
+        shares=[("u2", 1), ("g", 2)],
+        groups={"g": UserGroup(members=["u0", "u1"], shares=[("u0", 1), ("default", 2)])},
+    ),
+    ShareTree(shares=[("g@", 1)], groups={"g": UserGroup(members=["u1", "u2"])}),
+    None,
+]
 
 # Plain shapes (they sleep) beside the fragile ones of the invariant tests.
 SHAPES = [*RESREQS, "select[type==b]", "span[ptile=2]", "select[type==a] span[hosts=1]"]
@@ -50,6 +65,8 @@ op = st.one_of(
         st.one_of(st.none(), st.integers(0, 4)),
     ),
     st.tuples(st.just("limits"), limit_sets),
+    st.tuples(st.just("fairshare"), st.sampled_from(range(len(TREES)))),
+    st.tuples(st.just("fairqueue"), st.sampled_from(["q0", "q1"]), st.booleans()),
 )
 
 CONFIGS = {
@@ -59,6 +76,9 @@ CONFIGS = {
     "strict fifo": SchedulerConfig(strict_fifo=True),
     "easy": SchedulerConfig(backfill="easy"),
     "conservative": SchedulerConfig(backfill="conservative", backfill_depth=3),
+    "fairshare": SchedulerConfig(
+        picker="fairshare", fairshare=FairshareParams(hist_hours=0.01, recalc_interval=5.0)
+    ),
 }
 
 
@@ -105,6 +125,12 @@ def to_events(ops: list[tuple[Any, ...]], seed: int) -> list[InputEvent]:
                 )
             case ("limits", limits):
                 events.append(LimitsConfig(limits=limits))
+            case ("fairshare", tree):
+                events.append(FairshareConfig(tree=TREES[tree]))
+            case ("fairqueue", name, own):
+                events.append(
+                    QueueConfig(name=name, picker="fairshare", fairshare=TREES[1] if own else None)
+                )
             case _:
                 events.append(GO)
     events.append(GO)
@@ -372,10 +398,24 @@ async def test_easy_keeps_its_head_reservation_across_a_restore() -> None:
     assert comparable(first.log + second.log) == comparable(whole.log)
 
 
-async def test_a_core_using_fairshare_refuses_to_snapshot() -> None:
-    core = SchedulerCore()
-    core.apply(up("a"))
-    core.apply(QueueConfig(name="fs", picker="fairshare"))
-    core.apply(submit("j", queue="fs"))
-    with pytest.raises(XceError, match="snapshots do not cover fairshare queues yet"):
-        core.snapshot()
+async def test_fairshare_usage_history_and_lanes_survive_a_restore() -> None:
+    params = FairshareParams(hist_hours=0.01, recalc_interval=5.0)
+    config = SchedulerConfig(picker="fairshare", fairshare=params)
+    events: list[InputEvent] = [up("h", slots=2)]
+    events += [submit(f"{u}{i}", user=u, submit_time=float(i)) for i in range(6) for u in "abc"]
+    steps = [4.0, 3.0, 7.0]
+    ends = [JobFinished(job_id=j) for j in ("a0", "b0", "a1", "c0", "b1", "a2")]
+    tail: list[InputEvent] = [e for end in ends for e in (end, GO)]
+    whole = Driver(SchedulerCore(config, clock=VirtualClock()), VirtualClock(), steps)
+    whole.core.clock = whole.clock
+    await whole.feed([*events, GO, *tail])
+    for cut in range(1, len(tail)):
+        clock = VirtualClock()
+        first = Driver(SchedulerCore(config, clock=clock), clock, steps)
+        await first.feed([*events, GO, *tail[:cut]])
+        accounts = list(first.core._fairshare.tree_for("").nodes())
+        assert any(node.frozen > 0 for node in accounts) or cut <= 3
+        again = VirtualClock(first.clock.now())
+        second = Driver(restored(first.core, again), again, steps)
+        await second.feed(tail[cut:])
+        assert comparable(first.log + second.log) == comparable(whole.log), cut

@@ -163,7 +163,7 @@ class SnapshotSchedule:
             return
         try:
             data = core.snapshot()  # between events, on the core's owner: synchronous
-        except XceError as exc:  # a state snapshots do not cover (fairshare)
+        except XceError as exc:  # a state snapshots cannot cover (none known today)
             stderr_line(f"xce run: no more snapshots: {exc}")
             self.every, self.interval = 2**62, math.inf
             self._events, self._sessions = events, sessions

@@ -76,3 +76,76 @@ def test_xce_simulate_replays_under_the_limits(tmp_path: Path) -> None:
     # 64 slots per user on a 64-slot cluster: a cap no job or user reaches, so
     # every job still starts.
     assert json.loads(limited.output)["started"] == json.loads(plain.output)["started"]
+
+
+FAIR_POLICY = """
+[fairshare_params]
+recalc_interval = 0
+
+[[queues]]
+name = "fs"
+picker = "fairshare"
+ujob_limit = 3
+
+[fairshare]
+shares = [["eng", 3], ["default", 1]]
+[fairshare.groups.eng]
+members = ["ann", "bob"]
+"""
+
+
+def test_xce_run_takes_queues_share_trees_and_factors_from_the_policy(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(FAIR_POLICY)
+    jobs = [
+        {"type": "job_submitted", "job_id": f"{user}{i}", "user": user, "queue": "fs"}
+        for i in range(4)
+        for user in ("zed", "ann")
+    ]
+    stream = "\n".join(
+        json.dumps(e)
+        for e in [
+            {"type": "worker_up", "name": "h", "slots": 8},
+            *jobs,
+            {"type": "session_begin"},
+        ]
+    )
+    out = run("--policy", str(policy), input=(stream + "\n").encode())
+    assert out.returncode == 0, out.stderr
+    decisions = [json.loads(line) for line in out.stdout.splitlines()]
+    started = [d["job_id"] for d in decisions if d["type"] == "job_allocated"]
+    # eng (3 shares) against zed (default 1): eng leads 3 to 1 at first; each
+    # user's third job waits for UJOB_LIMIT 3 (slots per user in the queue).
+    assert started[:4] == ["ann0", "ann1", "zed0", "ann2"]
+    assert sorted(started) == ["ann0", "ann1", "ann2", "zed0", "zed1", "zed2"]
+    held = {d["job_id"]: d["detail"] for d in decisions if d["type"] == "job_pended"}
+    assert held["ann3"] == "limit fs:UJOB_LIMIT: SLOTS (PER_USER ann): 3/3 in use"
+
+
+def test_a_bad_share_tree_or_factor_in_a_policy_is_a_usage_error(tmp_path: Path) -> None:
+    cases = {
+        '[fairshare]\nshares = [["eng@", 1]]': "'eng@' names no user group",
+        "[fairshare_params]\nhist_hours = -1": "hist_hours must be a finite number >= 0",
+        '[[queues]]\nname = "q"\nujob_limit = -2': "ujob_limit",
+        '[[queues]]\nname = "q"\npicker = "nope"': "nope",
+    }
+    for text, error in cases.items():
+        policy = tmp_path / "p.toml"
+        policy.write_text(text)
+        failed = run("--policy", str(policy))
+        assert failed.returncode == 2, failed.stderr
+        assert str(policy) in failed.stderr.decode()
+        assert error in failed.stderr.decode(), failed.stderr
+
+
+def test_xce_simulate_replays_a_fairshare_policy(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[fairshare]\nshares = [["default", 1]]\n')
+    out = CliRunner().invoke(
+        cli_main,
+        ["simulate", str(EXAMPLE), "--json", "--picker", "fairshare", "--policy", str(policy)],
+    )
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.output)
+    assert summary["started"] > 0
+    assert summary["by_user"]

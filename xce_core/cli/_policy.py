@@ -1,30 +1,46 @@
 """``--policy FILE``: a TOML policy file for ``xce run`` and ``xce simulate``.
 
-It holds the cluster's resource allocation limits, one ``[[limits]]`` table
-each, with the fields of the ``limits_config`` event's ``Limit``::
+It holds the cluster's resource allocation limits (``[[limits]]`` tables, the
+fields of the ``limits_config`` event's ``Limit``), queues (``[[queues]]``, the
+fields of ``queue_config``: priority, picker, their own share tree, the
+``ujob_limit``/``qjob_limit`` shorthands), the cluster-wide share tree
+(``[fairshare]``, a ``fairshare_config``) and the fairshare factors
+(``[fairshare_params]``, :class:`xce_core.FairshareParams`)::
 
     [[limits]]
     name = "user_slots"
     per_user = ["all"]
     slots = 64
 
+    [[queues]]
+    name = "normal"
+    priority = 30
+    picker = "fairshare"
+    ujob_limit = 32
+
+    [fairshare]
+    shares = [["eng", 2], ["default", 1]]
+    [fairshare.groups.eng]
+    members = ["ann", "bob"]
+
 An unknown key is an error (a misspelt consumer must not become a limit that
-limits nothing), as is anything the core refuses in a ``limits_config``.
+limits nothing), as is anything the core refuses in those events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import click
 import msgspec
 
-from events import Limit, LimitsConfig
-from xce_core import BACKFILL_MODES, SchedulerConfig, SchedulerCore
+from events import FairshareConfig, InputEvent, Limit, LimitsConfig, QueueConfig, ShareTree
+from xce_core import BACKFILL_MODES, FairshareParams, SchedulerConfig, SchedulerCore
 
-__all__ = ["policy_options", "read_policy"]
+__all__ = ["Policy", "policy_options", "read_policy"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -52,7 +68,9 @@ def policy_options(command: F) -> F:
         click.option(
             "--policy",
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            help="TOML policy file: resource allocation limits ([[limits]] tables), "
+            help="TOML policy file: resource allocation limits ([[limits]]), queues "
+            "([[queues]]: priority, picker, share tree, ujob_limit, qjob_limit), the "
+            "cluster's share tree ([fairshare]) and fairshare factors ([fairshare_params]), "
             "set before the first event.",
         ),
     ]
@@ -61,25 +79,83 @@ def policy_options(command: F) -> F:
     return command
 
 
+class _Queue(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    priority: int = 0
+    picker: str | None = None
+    fairshare: ShareTree | None = None
+    ujob_limit: int | None = None
+    qjob_limit: int | None = None
+
+
+class _Params(msgspec.Struct, forbid_unknown_fields=True):
+    cpu_time_factor: float = 0.7
+    run_time_factor: float = 0.7
+    run_job_factor: float = 3.0
+    hist_hours: float = 5.0
+    recalc_interval: float = 60.0
+
+
 class _Policy(msgspec.Struct, forbid_unknown_fields=True):
     limits: list[Limit] = []
+    queues: list[_Queue] = []
+    fairshare: ShareTree | None = None
+    fairshare_params: _Params | None = None
 
 
-def read_policy(path: Path) -> LimitsConfig:
-    """The ``limits_config`` event of the policy file at ``path``; a
-    :class:`click.BadParameter` naming the file and what is wrong otherwise."""
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A policy file's content: ``events`` to apply before the first input
+    event (the share tree, the queues, then the limits), and the fairshare
+    factors (``None``: the defaults)."""
+
+    events: list[InputEvent]
+    fairshare_params: FairshareParams | None
+
+    @property
+    def limits(self) -> list[Limit]:
+        """The ``[[limits]]`` tables."""
+        return [limit for e in self.events if isinstance(e, LimitsConfig) for limit in e.limits]
+
+    @property
+    def setup(self) -> list[InputEvent]:
+        """The events but the limits (queues and the share tree)."""
+        return [e for e in self.events if not isinstance(e, LimitsConfig)]
+
+
+def read_policy(path: Path) -> Policy:
+    """The policy file at ``path``; a :class:`click.BadParameter` naming the file
+    and what is wrong otherwise."""
     try:
         policy = msgspec.toml.decode(path.read_bytes(), type=_Policy)
     except OSError as exc:
         raise click.BadParameter(f"{path}: {exc.strerror or exc}", param_hint="--policy") from None
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--policy") from None
-    event = LimitsConfig(limits=policy.limits)
-    # What the core itself refuses (a limit without a cap, say), found now on a
-    # scratch core rather than when the replay or the stream has begun.
-    check = SchedulerCore()
-    check.apply(event)
+    events: list[InputEvent] = []
+    if policy.fairshare is not None:
+        events.append(FairshareConfig(tree=policy.fairshare))
+    events += [QueueConfig(**msgspec.structs.asdict(queue)) for queue in policy.queues]
+    if policy.limits:
+        events.append(LimitsConfig(limits=policy.limits))
+    params = None
+    try:
+        if policy.fairshare_params is not None:
+            params = FairshareParams(**msgspec.structs.asdict(policy.fairshare_params))
+        # What the core itself refuses (a limit without a cap, a share tree
+        # naming an unknown group, an out-of-range number, say), found now on
+        # a scratch core rather than when the replay or the stream has begun.
+        check = SchedulerCore()
+        for event in events:
+            # Through the codec, so field bounds are checked as on the wire.
+            check.apply(_decoder.decode(_encoder.encode(event)))
+    except (ValueError, msgspec.ValidationError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--policy") from None
     for decision in check.take_decisions():
         error = getattr(decision, "error", decision)
         raise click.BadParameter(f"{path}: {error}", param_hint="--policy")
-    return event
+    return Policy(events, params)
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(InputEvent)

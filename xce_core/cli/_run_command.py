@@ -32,6 +32,7 @@ from click.core import ParameterSource
 
 from events import DECISION_TYPES, DEFAULT_MAX_FRAME, INPUT_TYPES, EventFormat
 from xce_core import (
+    FairshareParams,
     SchedulerConfig,
     SchedulerCore,
     XceError,
@@ -349,6 +350,7 @@ def run_command(
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--listen") from None
         listen_options = _Listen(listen, once, reply, idle_timeout or None, max_connections)
+    rules = read_policy(policy) if policy is not None else None
     config = SchedulerConfig(
         picker=picker,
         sequential_allocator=sequential_allocator,
@@ -358,6 +360,7 @@ def run_command(
         backfill_depth=backfill_depth,
         unsatisfiable_cache=not no_cache,
         session_interval=interval,
+        fairshare=(rules and rules.fairshare_params) or FairshareParams(),
     )
     try:
         registry = default_registry()
@@ -379,14 +382,15 @@ def run_command(
         core, snapshots = _resume(state_dir, config, registry, snapshot_every, snapshot_interval)
         skip = core.events_received if core is not None else 0
         if core is not None and policy is not None:
-            stderr_line("xce run: --policy not applied: the snapshot's limits stand")
+            stderr_line("xce run: --policy not applied: the snapshot's queues and limits stand")
     if core is None:
         core = SchedulerCore(
             config, registry=registry, clock=EpochClock(), on_internal_error=log_internal_error
         )
-        if policy is not None:
-            # Checked already; not one of the input's events (their indexes stand).
-            core.apply(read_policy(policy), index=-1, counted=False)
+        if rules is not None:
+            # Checked already; not the input's events (their indexes stand).
+            for event in rules.events:
+                core.apply(event, index=-1, counted=False)
         if snapshots is not None:
             snapshots.start(core)
     metrics = _metrics(metrics_address, core, snapshots)

@@ -21,8 +21,8 @@ from typing import Any, Self
 import click
 import msgspec
 
-from events import LimitsConfig
 from xce_core import (
+    FairshareParams,
     ResReqSyntaxError,
     SchedulerConfig,
     XceError,
@@ -228,7 +228,7 @@ def _simulate(params: dict[str, Any], *, quiet: bool, progress_interval: float) 
             parse_resreq(o.resreq)
     except ResReqSyntaxError as exc:
         raise click.BadParameter(str(exc), param_hint="--resreq") from None
-    limits = read_policy(o.policy) if o.policy is not None else LimitsConfig()
+    rules = read_policy(o.policy) if o.policy is not None else None
     if o.cluster_file is not None and (o.hosts is not None or o.slots != 1):
         raise click.UsageError("--cluster excludes --hosts and --slots")
     if o.hosts is not None and o.hosts > o.max_hosts:
@@ -243,6 +243,7 @@ def _simulate(params: dict[str, Any], *, quiet: bool, progress_interval: float) 
         backfill=o.backfill,
         backfill_depth=o.backfill_depth,
         unsatisfiable_cache=not o.no_cache,
+        fairshare=(rules and rules.fairshare_params) or FairshareParams(),
     )
     try:
         unknown = unknown_plugin(default_registry(), config)
@@ -302,7 +303,8 @@ def _simulate(params: dict[str, Any], *, quiet: bool, progress_interval: float) 
                     every_instant=o.every_instant,
                     # Where jobs ran is kept only for the one output that shows it.
                     keep_hosts=o.schedule is not None,
-                    limits=limits.limits,
+                    limits=rules.limits if rules is not None else (),
+                    setup=rules.setup if rules is not None else (),
                     progress=progress,
                     stop=stop,
                 )

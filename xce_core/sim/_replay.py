@@ -176,6 +176,7 @@ async def simulate(
     every_instant: bool = False,
     keep_hosts: bool = True,
     limits: Sequence[Limit] = (),
+    setup: Sequence[InputEvent] = (),
     stop: Callable[[], bool] | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` (see the module docstring for the rules).
@@ -186,7 +187,9 @@ async def simulate(
     ``keep_hosts`` the result does not keep where jobs ran (their ``hosts`` read
     as ``[]``; everything else is the same), which saves most of the memory of a
     replay of many wide jobs. ``limits`` are resource allocation limits set
-    before the first job (a ``limits_config`` event). ``stop()``, when given, is
+    before the first job (a ``limits_config`` event); ``setup`` are other
+    configuration events applied before them, after the cluster's (a policy
+    file's share tree and queues). ``stop()``, when given, is
     called before each instant; once it returns true the replay ends there and
     returns a partial result (see the module docstring). Never sleeps; each
     session is a checkpoint. Raises
@@ -211,12 +214,15 @@ async def simulate(
     for decision in taken:
         raise SimulationError(f"the core refused a host: {decision}")
     index = len(workers)  # events are numbered after the setup
-    setup = cluster.setup_events()
-    if setup:
-        await loop.apply(setup, start=index)
-        for decision in taken:
-            raise SimulationError(f"the core refused the cluster's licences or queues: {decision}")
-        index += len(setup)
+    for events, what in (
+        (cluster.setup_events(), "the cluster's licences or queues"),
+        (list(setup), "the policy's share tree or queues"),
+    ):
+        if events:
+            await loop.apply(events, start=index)
+            for decision in taken:
+                raise SimulationError(f"the core refused {what}: {decision}")
+            index += len(events)
     if limits:
         await loop.apply([LimitsConfig(limits=list(limits))], start=index)
         for decision in taken:

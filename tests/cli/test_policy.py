@@ -149,3 +149,22 @@ def test_xce_simulate_replays_a_fairshare_policy(tmp_path: Path) -> None:
     summary = json.loads(out.output)
     assert summary["started"] > 0
     assert summary["by_user"]
+
+
+def test_the_readme_policy_examples_are_valid_policies(tmp_path: Path) -> None:
+    import re
+    import textwrap
+
+    from xce_core.cli._policy import read_policy
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    blocks = [
+        textwrap.dedent(b)
+        for b in re.findall(r"```toml\n(.*?)```", readme, flags=re.S)
+        if "[[limits]]" in b or "[[queues]]" in b
+    ]
+    assert len(blocks) >= 2
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"policy{i}.toml"
+        path.write_text(block)
+        assert read_policy(path).events

@@ -384,10 +384,15 @@ class Fairshare:
             self._risen.add(top if top is not None else account)
 
     def _charge(self, account: ShareNode, slots: int, now: float) -> None:
-        for node in account.path():
-            self._advance(node, now)
+        params = self.params
+        node = account
+        parent = node.parent
+        while parent is not None:  # the account and its groups, up to the root
+            if now > node.stamp:
+                self._advance(node, now)
             node.slots += slots
-            self._prioritise(node)
+            node.priority = dynamic_priority(node.shares, node.frozen / 3600, node.slots, params)
+            node, parent = parent, parent.parent
 
     def _advance(self, node: ShareNode, now: float) -> None:
         """Bring ``node.usage`` to ``now``: decay what was, add what its running

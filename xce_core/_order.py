@@ -86,13 +86,17 @@ class Lane:
     ``gid``, ``ticket``, ``key`` and ``queued`` mean for the lane's own entry in
     the policy order what they mean for a group's."""
 
-    __slots__ = ("account", "gid", "heap", "key", "queued", "ticket")
+    __slots__ = ("account", "epoch", "first", "gid", "heap", "key", "queued", "ticket")
 
     def __init__(self, account: ShareNode, gid: int) -> None:
         self.account = account
         self.gid = gid
         self.heap: list[tuple[Any, ...]] = []
         self.key: tuple[Any, ...] = ()
+        # The merge's epoch (no charge since) and the first entry ``key`` was
+        # computed at: while both hold, the key is current.
+        self.epoch = -1
+        self.first: tuple[Any, ...] | None = None
         self.queued = False
         self.ticket = 0
 
@@ -150,12 +154,15 @@ class PolicyOrder:
     One flat tuple compares in about half the time of ``(key, gid, group)``.
     """
 
-    __slots__ = ("_heap", "_lanes", "broken", "touched")
+    __slots__ = ("_epoch", "_heap", "_lanes", "broken", "touched")
 
     def __init__(self) -> None:
         self._heap: list[tuple[Any, ...]] = []
         # Fairshare lanes by (account id, queue name).
         self._lanes: dict[tuple[int, str], Lane] = {}
+        # Bumped whenever accounts may have been charged (a batch decided, a
+        # session begun): lanes keyed in an older epoch are keyed again.
+        self._epoch = 0
         # Set when a heap operation raised (order keys that do not compare: a
         # picker breaking its contract): the heap may have lost an entry, so
         # the owner rebuilds it before the next session.
@@ -291,6 +298,8 @@ class PolicyOrder:
         ready = self._ready
         # Top-level share accounts a job of the batch may charge.
         charging: set[ShareNode | None] = set()
+        self._epoch += 1
+        epoch = self._epoch
         async with send:
             batch: list[Item] = []
             while heap:
@@ -310,6 +319,7 @@ class PolicyOrder:
                             return
                         batch = []
                         charging.clear()
+                        self._epoch = epoch = epoch + 1
                         continue
                     inner = lane.heap
                     while inner:
@@ -323,13 +333,16 @@ class PolicyOrder:
                         lane.queued = False
                         heapq.heappop(heap)
                         continue
-                    key = lane.order_key(inner[0])
-                    if key != lane.key:
-                        # Its account was charged, or its first group moved on:
-                        # within a session a lane's key only grows.
-                        lane.key = key
-                        heapq.heapreplace(heap, (*key, lane.gid, lane.ticket, lane))
-                        continue
+                    head = inner[0]
+                    if lane.epoch != epoch or lane.first is not head:
+                        key = lane.order_key(head)
+                        lane.epoch, lane.first = epoch, head
+                        if key != lane.key:
+                            # Its account was charged, or its first group moved
+                            # on: within a session a lane's key only grows.
+                            lane.key = key
+                            heapq.heapreplace(heap, (*key, lane.gid, lane.ticket, lane))
+                            continue
                 else:
                     inner = heap
                     top = None
@@ -355,12 +368,15 @@ class PolicyOrder:
                         charging.add(top)
                         # The lane moves on to its next job now (its account's
                         # charge is seen when it surfaces after the batch).
-                        first_group = lane.top()
+                        first_group = inner[0] if inner else None
+                        if first_group is not None and first_group[-2] != first_group[-1].ticket:
+                            first_group = lane.top()  # stale entries first
                         if first_group is None:
                             lane.queued = False
                             heapq.heappop(heap)
                         else:
                             lane.key = key = lane.order_key(first_group)
+                            lane.epoch, lane.first = epoch, first_group
                             heapq.heapreplace(heap, (*key, lane.gid, lane.ticket, lane))
                 if len(batch) >= batch_size:
                     await send.send(batch)
@@ -368,6 +384,7 @@ class PolicyOrder:
                         return
                     batch = []
                     charging.clear()
+                    self._epoch = epoch = epoch + 1
                     batch_size = min(batch_size * 2, limit)
             if batch:
                 await send.send(batch)

@@ -81,6 +81,7 @@ class SimOutputs:
     schedule: Path | None = None
     timeseries: Path | None = None
     plot: Path | None = None
+    plot_users: int = 0
 
     def check(self) -> tuple[OutputFormat | None, OutputFormat | None]:
         """Check every output (see the module docstring); returns the schedule's
@@ -133,7 +134,11 @@ class SimOutputs:
         steps: list[tuple[str, Path | None, Callable[[Path], object]]] = [
             ("schedule", self.schedule, lambda p: write_schedule(p, jobs)),
             ("time series", self.timeseries, lambda p: write_timeseries(p, jobs, until)),
-            ("plot", self.plot, lambda p: plot_timeline(result, p, title=title)),
+            (
+                "plot",
+                self.plot,
+                lambda p: plot_timeline(result, p, title=title, users=self.plot_users),
+            ),
         ]
         errors: list[str] = []
         for what, path, write in steps:

@@ -113,6 +113,14 @@ _log = logging.getLogger("xce.simulate")
     metavar="FILE",
     help="Draw utilisation and queue length over time (needs xce[plot]; format by suffix).",
 )
+@click.option(
+    "--plot-users",
+    type=click.IntRange(min=0, max=50),
+    default=0,
+    metavar="N",
+    help="With --plot: add a panel of the running slots of the N users with the most "
+    "slot-hours (the others summed), to compare users under fairshare.",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="Replay only the first N jobs.")
 @click.option(
     "--skip-bad", is_flag=True, help="Skip and count malformed trace lines instead of failing."
@@ -149,6 +157,7 @@ def simulate_command(
     schedule: Path | None,
     as_json: bool,
     plot: Path | None,
+    plot_users: int,
     limit: int | None,
     skip_bad: bool,
     every_instant: bool,
@@ -253,7 +262,11 @@ def _simulate(params: dict[str, Any], *, quiet: bool, progress_interval: float) 
         option, message = unknown
         raise click.BadParameter(message, param_hint=option)  # exit 2, as in `xce run`
     # Outputs are checked before the replay, so a long replay is never lost at the end.
-    outputs = SimOutputs(schedule=o.schedule, timeseries=o.timeseries, plot=o.plot)
+    if o.plot_users and o.plot is None:
+        raise click.UsageError("--plot-users needs --plot")
+    outputs = SimOutputs(
+        schedule=o.schedule, timeseries=o.timeseries, plot=o.plot, plot_users=o.plot_users
+    )
     outputs.check()
     started = time.perf_counter()
     try:
@@ -356,6 +369,7 @@ class _Options:
     timeseries: Path | None
     as_json: bool
     plot: Path | None
+    plot_users: int
     limit: int | None
     skip_bad: bool
     every_instant: bool

@@ -13,7 +13,7 @@ from xce_core import XceError
 from xce_core.sim._outcomes import JobOutcome, OutcomeColumns
 from xce_core.sim._report import SimResult
 
-__all__ = ["check_plot", "plot_timeline", "timeline"]
+__all__ = ["check_plot", "plot_timeline", "timeline", "user_usage"]
 
 
 def timeline(outcomes: Iterable[JobOutcome]) -> tuple[list[float], list[int], list[int]]:
@@ -46,6 +46,42 @@ def timeline(outcomes: Iterable[JobOutcome]) -> tuple[list[float], list[int], li
     return times, busy, queued
 
 
+def user_usage(
+    outcomes: Iterable[JobOutcome], top: int
+) -> tuple[list[float], dict[str, list[int]]]:
+    """Running slots per user over time, for the ``top`` users with the most
+    slot-hours (every other user summed as ``"other"``): the instants, and each
+    user's slots after each. For comparing users under fairshare."""
+    started = [
+        (o.user, o.procs, o.start, o.end)
+        for o in outcomes
+        if o.start is not None and o.end is not None
+    ]
+    used: dict[str, float] = {}
+    for user, procs, start, end in started:
+        used[user] = used.get(user, 0.0) + procs * (end - start)
+    shown = sorted(used, key=lambda user: (-used[user], user))[:top]
+    names = {user: user for user in shown}
+    changes: dict[float, dict[str, int]] = {}
+    for user, procs, start, end in started:
+        name = names.get(user, "other")
+        for t, delta in ((start, procs), (end, -procs)):
+            at = changes.setdefault(t, {})
+            at[name] = at.get(name, 0) + delta
+    series: dict[str, list[int]] = {name: [] for name in [*shown, "other"]}
+    now = dict.fromkeys(series, 0)
+    times: list[float] = []
+    for t in sorted(changes):
+        for name, delta in changes[t].items():
+            now[name] += delta
+        times.append(t)
+        for name, values in series.items():
+            values.append(now[name])
+    if not any(series["other"]):
+        del series["other"]
+    return times, series
+
+
 def _pyplot() -> Any:
     """matplotlib's pyplot on the Agg backend; :class:`XceError` saying how to
     install it when missing."""
@@ -76,21 +112,33 @@ def check_plot(path: Path) -> None:
         )
 
 
-def plot_timeline(result: SimResult, path: Path, title: str = "") -> None:
+def plot_timeline(result: SimResult, path: Path, title: str = "", users: int = 0) -> None:
     """Draw utilisation and queue length over time into ``path`` (PNG, SVG... by
-    suffix). Raises :class:`XceError` telling how to install matplotlib if missing,
-    ``OSError`` if ``path`` cannot be written."""
+    suffix), and with ``users`` > 0 a third panel: the running slots of the
+    ``users`` heaviest users, stacked. Raises :class:`XceError` telling how to
+    install matplotlib if missing, ``OSError`` if ``path`` cannot be written."""
     plt = _pyplot()
     times, busy, queued = timeline(result.jobs)
     total = result.summary.total_slots or 1
     hours = [t / 3600.0 for t in times]
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6))
+    panels = 3 if users > 0 else 2
+    fig, axes = plt.subplots(panels, 1, sharex=True, figsize=(10, 3 * panels))
+    top, bottom = axes[0], axes[1]
+    if users > 0:
+        at, series = user_usage(result.jobs, users)
+        axes[2].stackplot(
+            [t / 3600.0 for t in at], *series.values(), labels=list(series), step="post"
+        )
+        axes[2].set_ylabel("running slots by user")
+        axes[2].legend(loc="upper left", fontsize="small", ncol=min(len(series), 6))
+        axes[2].set_xlabel("time (h)")
     top.step(hours, [100.0 * b / total for b in busy], where="post", linewidth=0.7)
     top.set_ylabel("utilisation (%)")
     top.set_ylim(0, 105)
     bottom.step(hours, queued, where="post", linewidth=0.7, color="tab:orange")
     bottom.set_ylabel("queued jobs")
-    bottom.set_xlabel("time (h)")
+    if panels == 2:
+        bottom.set_xlabel("time (h)")
     fig.suptitle(title or f"{result.summary.policy}: {result.summary.jobs} jobs")
     fig.tight_layout()
     try:

@@ -246,9 +246,13 @@ class Limit(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
 
 class LimitsConfig(_Event, tag="limits_config", frozen=True):
     """Replace the cluster's resource allocation limits with ``limits`` (an empty
-    list removes them). A bad set is rejected whole; the previous one stays."""
+    list removes them). A bad set is rejected whole; the previous one stays.
+    ``user_groups`` (LSF's ``lsb.users`` groups) name sets of users that a
+    limit's ``users`` (the members counted together) or ``per_user`` (each
+    member on its own) may list by the group's name."""
 
     limits: Annotated[list[Limit], Meta(max_length=MAX_ENTRIES)] = []
+    user_groups: Annotated[dict[Name, Names], Meta(max_length=MAX_ENTRIES)] = {}
 
 
 class SessionBegin(_Event, tag="session_begin", frozen=True):

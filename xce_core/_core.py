@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import anyio
 import anyio.lowlevel
@@ -286,7 +286,7 @@ class SchedulerCore:
                     self._discharge(job_id)
                     self._pending.ended(state.job_cancelled(job_id))
                 case LimitsConfig():
-                    self._configure_limits(event.limits, self._queue_limits)
+                    self._configure_limits(event.limits, self._queue_limits, event.user_groups)
                     self._pending.wake_all()
                 case QueueConfig():
                     if event.picker is not None:
@@ -346,13 +346,19 @@ class SchedulerCore:
             raise
         self._pending.submitted(job)
 
-    def _configure_limits(self, cluster: Sequence[Limit], queues: dict[str, list[Limit]]) -> None:
-        """Limits from ``limits_config`` and the queues' shorthands, checked and
-        applied together (raises :class:`LimitError`, changing nothing)."""
+    def _configure_limits(
+        self,
+        cluster: Sequence[Limit],
+        queues: dict[str, list[Limit]],
+        user_groups: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        """Limits from ``limits_config`` (and its user groups: ``None`` keeps
+        them) and the queues' shorthands, checked and applied together (raises
+        :class:`LimitError`, changing nothing)."""
         state = self.state
         every = [*cluster, *(limit for limits in queues.values() for limit in limits)]
         running = [j for j in state.jobs.values() if j.state is RUNNING]
-        self._limits.configure(every, running)
+        self._limits.configure(every, running, user_groups)
         self._cluster_limits = list(cluster)
         self._queue_limits = {name: limits for name, limits in queues.items() if limits}
 

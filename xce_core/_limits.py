@@ -20,7 +20,7 @@ category of jobs that sleep).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from events import Limit, QueueConfig
@@ -49,19 +49,36 @@ class _Usage:
 class Limits:
     """The configured limits and what running jobs hold under each."""
 
-    __slots__ = ("_limits", "_usage")
+    __slots__ = ("_groups", "_limits", "_usage", "_users")
 
     def __init__(self) -> None:
         self._limits: list[Limit] = []
+        # User groups by name, and each limit's users / per_user lists with
+        # the groups they name expanded (None: not restricted, or "all").
+        self._groups: dict[str, list[str]] = {}
+        self._users: list[tuple[frozenset[str] | None, frozenset[str] | None]] = []
         # (limit index, consumer key) -> usage
         self._usage: dict[tuple[int, tuple[str, ...]], _Usage] = {}
 
     def __bool__(self) -> bool:
         return bool(self._limits)
 
-    def configure(self, limits: Sequence[Limit], running: Iterable[Job]) -> None:
-        """Replace the limits (checked whole first) and recount the ``running``
-        jobs under them. Raises :class:`LimitError` naming what is wrong."""
+    def configure(
+        self,
+        limits: Sequence[Limit],
+        running: Iterable[Job],
+        user_groups: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        """Replace the limits (checked whole first) and the user groups they may
+        name (``None``: keep them), and recount the ``running`` jobs under them.
+        Raises :class:`LimitError` naming what is wrong."""
+        groups = (
+            dict(self._groups)
+            if user_groups is None
+            else {name: list(members) for name, members in user_groups.items()}
+        )
+        if "all" in groups:
+            raise LimitError('user group "all": the name means every user')
         names: set[str] = set()
         for limit in limits:
             where = f"limit {limit.name!r}"
@@ -78,9 +95,23 @@ class Limits:
                     if names_given is not None and not names_given:
                         raise LimitError(f'{where}: {attr} is empty (use ["all"])')
         self._limits = list(limits)
+        self._groups = groups
+        self._users = [
+            (self._expand(limit.users), self._expand(limit.per_user)) for limit in self._limits
+        ]
         self._usage = {}
         for job in running:
             self.charge(job, job.claims, dict(job.shared_claims), +1)
+
+    def _expand(self, names: Sequence[str] | None) -> frozenset[str] | None:
+        """``names`` with the user groups among them replaced by their members;
+        ``None`` when not given or ``all``."""
+        if names is None or "all" in names:
+            return None
+        out: set[str] = set()
+        for name in names:
+            out.update(self._groups.get(name, (name,)))
+        return frozenset(out)
 
     def _keys(self, job: Job) -> list[tuple[int, tuple[str, ...]]]:
         """The (limit, consumer key) pairs that cover ``job``."""
@@ -88,9 +119,14 @@ class Limits:
         out = []
         for index, limit in enumerate(self._limits):
             key: list[str] = []
+            users, per_users = self._users[index]
             for (together, each), value in zip(_DIMENSIONS, values, strict=True):
                 listed = getattr(limit, together)
                 per = getattr(limit, each)
+                if together == "users":
+                    # Groups expanded ("all" kept as it is).
+                    listed = listed if users is None else users
+                    per = per if per_users is None else per_users
                 if listed is not None:
                     if "all" not in listed and value not in listed:
                         break

@@ -276,6 +276,7 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
         sleeping_unsettled=list(sleepers.unsettled),
         woken=[group.gid for group in sleepers._woken],
         limits=list(parts.limits._limits),
+        user_groups={name: list(m) for name, m in parts.limits._groups.items()},
         cluster_limits=list(counters.cluster_limits),
         queue_limits={name: list(limits) for name, limits in counters.queue_limits.items()},
         limit_usage=[
@@ -496,6 +497,8 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
     # Limits and backfill.
     limits = parts.limits
     limits._limits = list(snap.limits)
+    limits._groups = {name: list(members) for name, members in snap.user_groups.items()}
+    limits._users = [(limits._expand(x.users), limits._expand(x.per_user)) for x in limits._limits]
     limits._usage = {
         (u.limit, tuple(u.consumer)): _Usage(u.slots, u.jobs, dict(u.amounts))
         for u in snap.limit_usage

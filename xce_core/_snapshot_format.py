@@ -243,6 +243,8 @@ class Snapshot(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=Fals
     # Fairshare trees, accounts, charges and lanes (xce_core._snapshot_shares),
     # once a tree or a fairshare queue was ever set up.
     shares: SharesRecord | None = None
+    # The user groups limits may name (limits_config.user_groups).
+    user_groups: dict[str, list[str]] = {}
 
 
 _encoder = msgspec.msgpack.Encoder()

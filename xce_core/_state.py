@@ -339,6 +339,8 @@ class ClusterState:
         for group in self.groups_of_queue(name):
             moved = [j for j in group.jobs if j.queue == name and j.state is PENDING]
             if not moved:
+                if group.account is not None:
+                    self.drop_group(group)  # nothing pending: its account may be gone
                 continue
             queue = self.queues[name]
             account = self.account_of(moved[0], queue) if group.account is None else None

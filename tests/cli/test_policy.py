@@ -168,3 +168,15 @@ def test_the_readme_policy_examples_are_valid_policies(tmp_path: Path) -> None:
         path = tmp_path / f"policy{i}.toml"
         path.write_text(block)
         assert read_policy(path).events
+
+
+def test_policy_user_groups_reach_the_limits(tmp_path: Path) -> None:
+    from xce_core.cli._policy import read_policy
+
+    policy = tmp_path / "p.toml"
+    policy.write_text(
+        '[user_groups]\neng = ["ann", "bob"]\n\n'
+        '[[limits]]\nname = "eng"\nusers = ["eng"]\nslots = 2\n'
+    )
+    (event,) = read_policy(policy).events
+    assert event.user_groups == {"eng": ["ann", "bob"]}  # type: ignore[union-attr]

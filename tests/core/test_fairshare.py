@@ -361,4 +361,10 @@ async def test_cache_and_sleeping_never_change_a_fairshare_decision(
 
     fast = per_session(await run(events, make()))
     assert fast == per_session(await run(events, make(sleep_blocked_groups=False)))
-    assert fast == per_session(await run(events, make(unsatisfiable_cache=False)))
+    # Without the cache the same jobs start in the same places; a pend may
+    # report another category (a cache hit reports the first miss's, as
+    # SchedulerConfig.unsatisfiable_cache says).
+    uncached = per_session(await run(events, make(unsatisfiable_cache=False)))
+    assert [(n, alloc, end) for n, alloc, _, end in fast] == [
+        (n, alloc, end) for n, alloc, _, end in uncached
+    ]

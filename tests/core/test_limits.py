@@ -194,3 +194,37 @@ async def test_queue_shorthands_cap_slots_per_user_and_per_queue() -> None:
     core.apply(GO)
     await core.run_session()
     assert sorted(started(core.take_decisions())) == ["a2", "b1", "b2"]
+
+
+async def test_limits_may_name_user_groups_together_or_per_member() -> None:
+    core = SchedulerCore()
+    for i in range(10):
+        core.apply(up(f"h{i}"))
+    groups = {"eng": ["ann", "bob"], "ops": ["cy"]}
+    together = Limit(name="eng_total", users=["eng"], slots=3)
+    each = Limit(name="ops_each", per_user=["ops"], slots=1)
+    core.apply(LimitsConfig(limits=[together, each], user_groups=groups))
+    assert core.take_decisions() == []
+    for user in ("ann", "bob", "cy", "dee"):
+        for i in range(3):
+            core.apply(submit(f"{user}{i}", user=user))
+    core.apply(GO)
+    await core.run_session()
+    out = core.take_decisions()
+    # ann and bob share 3 slots; cy (ops) 1 on his own; dee is in no group.
+    assert sorted(started(out)) == ["ann0", "ann1", "ann2", "cy0", "dee0", "dee1", "dee2"]
+    held = pended(out)
+    assert held["bob0"].detail == "limit eng_total: SLOTS: 3/3 in use"
+    assert held["cy1"].detail == "limit ops_each: SLOTS (PER_USER cy): 1/1 in use"
+    # A queue_config's shorthands keep the groups; a bad name is refused whole.
+    from events import QueueConfig
+
+    core.apply(QueueConfig(name="other", ujob_limit=5))
+    core.apply(LimitsConfig(limits=[], user_groups={"all": ["x"]}))
+    [rejected] = core.take_decisions()
+    assert isinstance(rejected, EventRejected)
+    assert '"all"' in rejected.error
+    core.apply(JobFinished(job_id="ann0"))
+    core.apply(GO)
+    await core.run_session()
+    assert started(core.take_decisions()) == ["bob0"]

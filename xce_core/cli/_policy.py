@@ -5,7 +5,8 @@ fields of the ``limits_config`` event's ``Limit``), queues (``[[queues]]``, the
 fields of ``queue_config``: priority, picker, their own share tree, the
 ``ujob_limit``/``qjob_limit`` shorthands), the cluster-wide share tree
 (``[fairshare]``, a ``fairshare_config``) and the fairshare factors
-(``[fairshare_params]``, :class:`xce_core.FairshareParams`)::
+(``[fairshare_params]``, :class:`xce_core.FairshareParams`), and the user
+groups limits may name (``[user_groups]``)::
 
     [[limits]]
     name = "user_slots"
@@ -98,6 +99,7 @@ class _Params(msgspec.Struct, forbid_unknown_fields=True):
 
 class _Policy(msgspec.Struct, forbid_unknown_fields=True):
     limits: list[Limit] = []
+    user_groups: dict[str, list[str]] = {}
     queues: list[_Queue] = []
     fairshare: ShareTree | None = None
     fairshare_params: _Params | None = None
@@ -136,8 +138,8 @@ def read_policy(path: Path) -> Policy:
     if policy.fairshare is not None:
         events.append(FairshareConfig(tree=policy.fairshare))
     events += [QueueConfig(**msgspec.structs.asdict(queue)) for queue in policy.queues]
-    if policy.limits:
-        events.append(LimitsConfig(limits=policy.limits))
+    if policy.limits or policy.user_groups:
+        events.append(LimitsConfig(limits=policy.limits, user_groups=policy.user_groups))
     params = None
     try:
         if policy.fairshare_params is not None:

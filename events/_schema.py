@@ -197,9 +197,9 @@ class QueueConfig(_Event, tag="queue_config", frozen=True):
     """Define a queue's priority and, optionally, the picker that orders its jobs
     and, for the ``fairshare`` picker, the queue's own share tree (``None``:
     the cluster's, from ``fairshare_config``, else every user an equal share).
-    ``ujob_limit`` / ``qjob_limit``: LSF's queue shorthands, slots of the
-    queue's running jobs per user / in all (limits named ``QUEUE:UJOB_LIMIT``
-    and ``QUEUE:QJOB_LIMIT`` beside those of ``limits_config``)."""
+    ``ujob_limit`` / ``qjob_limit`` / ``hjob_limit``: LSF's queue shorthands,
+    slots of the queue's running jobs per user / in all / per host (limits
+    named ``QUEUE:UJOB_LIMIT``... beside those of ``limits_config``)."""
 
     name: Text
     priority: Priority = 0
@@ -207,6 +207,7 @@ class QueueConfig(_Event, tag="queue_config", frozen=True):
     fairshare: ShareTree | None = None
     ujob_limit: Annotated[int, Meta(ge=0, le=MAX_TASKS)] | None = None
     qjob_limit: Annotated[int, Meta(ge=0, le=MAX_TASKS)] | None = None
+    hjob_limit: Annotated[int, Meta(ge=0, le=MAX_TASKS)] | None = None
 
 
 class FairshareConfig(_Event, tag="fairshare_config", frozen=True):
@@ -227,7 +228,10 @@ class Limit(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     Consumers: ``users`` / ``queues`` / ``projects`` list the jobs it covers,
     counted together; ``per_user`` / ``per_queue`` / ``per_project`` cover the
     listed ones each on its own. ``["all"]`` means every one; an omitted
-    dimension is not restricted. Caps: ``slots`` and ``jobs`` of running jobs,
+    dimension is not restricted. ``hosts`` counts only what covered jobs hold
+    on the listed hosts, together; ``per_host`` caps what they hold on each
+    listed host on its own (hosts at their limit are no candidates for a
+    covered job). Caps: ``slots`` and ``jobs`` of running jobs,
     and ``resources`` (host consumables and shared resources, by name: the
     amounts running jobs hold). At least one cap.
     """
@@ -239,6 +243,8 @@ class Limit(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     per_queue: Names | None = None
     projects: Names | None = None
     per_project: Names | None = None
+    hosts: Names | None = None
+    per_host: Names | None = None
     slots: Count | None = None
     jobs: Count | None = None
     resources: Resources | None = None

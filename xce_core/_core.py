@@ -542,11 +542,19 @@ class SchedulerCore:
             else:
                 ctx.reset(job)
             try:
-                allocated = await allocate(ctx)
+                if limits and (rooms := limits.host_room(job)) is not None:
+                    allocated = await self._within_hosts(ctx, *rooms)
+                else:
+                    allocated = await allocate(ctx)
             except Exception as exc:
                 # The attempt's claims live only in ctx, which the next job resets.
                 self._pend_on_fault(job, exc, stats)
             else:
+                if isinstance(allocated, PendReason):
+                    # It fits, only not within its per-host limits: not cached
+                    # (another user's job of its shape may fit).
+                    self._pend(1, (job,), allocated, stats, cached=False)
+                    continue
                 if not allocated:
                     reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
                     cache.insert(job.fingerprint, reason)
@@ -570,6 +578,26 @@ class SchedulerCore:
                 stats.stopped_by_fifo = True
                 return False
         return True
+
+    async def _within_hosts(
+        self, ctx: SchedContext, rooms: dict[str, int], held: PendReason
+    ) -> bool | PendReason:
+        """An attempt for a job that per-host limits keep to ``rooms`` slots on
+        some hosts: those hosts look that full to it (tentative claims that are
+        never committed). If it does not fit so, ``held`` when it would fit
+        without them, else ``False`` (the attempt's own reason in ``ctx``)."""
+        by_name = self.state.by_name
+        for host, room in rooms.items():
+            worker = by_name.get(host)
+            if worker is not None:
+                free = worker.slots - worker.used_slots
+                if free > room:
+                    ctx.slots[worker.index] = free - room
+        allocate = self._dispatcher.allocate
+        if await allocate(ctx):
+            return True
+        ctx.reset(ctx.job)
+        return held if await allocate(ctx) else False
 
     def _pend_on_fault(self, job: Job, exc: Exception, stats: SessionStats) -> None:
         """Pend ``job`` after a fault in its attempt (not cached: it may be this

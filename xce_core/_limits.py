@@ -49,7 +49,7 @@ class _Usage:
 class Limits:
     """The configured limits and what running jobs hold under each."""
 
-    __slots__ = ("_groups", "_limits", "_usage", "_users")
+    __slots__ = ("_groups", "_hosts", "_limits", "_usage", "_users")
 
     def __init__(self) -> None:
         self._limits: list[Limit] = []
@@ -57,8 +57,10 @@ class Limits:
         # the groups they name expanded (None: not restricted, or "all").
         self._groups: dict[str, list[str]] = {}
         self._users: list[tuple[frozenset[str] | None, frozenset[str] | None]] = []
-        # (limit index, consumer key) -> usage
+        # (limit index, consumer key + host part) -> usage; the host part is
+        # "*" but under per_host limits, whose usage is also found by host.
         self._usage: dict[tuple[int, tuple[str, ...]], _Usage] = {}
+        self._hosts: dict[tuple[int, tuple[str, ...]], dict[str, _Usage]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._limits)
@@ -87,7 +89,7 @@ class Limits:
             names.add(limit.name)
             if limit.slots is None and limit.jobs is None and not limit.resources:
                 raise LimitError(f"{where}: no slots, jobs or resources to cap")
-            for together, each in _DIMENSIONS:
+            for together, each in (*_DIMENSIONS, ("hosts", "per_host")):
                 if getattr(limit, together) is not None and getattr(limit, each) is not None:
                     raise LimitError(f"{where}: both {together} and {each}")
                 for attr in (together, each):
@@ -100,6 +102,7 @@ class Limits:
             (self._expand(limit.users), self._expand(limit.per_user)) for limit in self._limits
         ]
         self._usage = {}
+        self._hosts = {}
         for job in running:
             self.charge(job, job.claims, dict(job.shared_claims), +1)
 
@@ -141,12 +144,36 @@ class Limits:
                 out.append((index, tuple(key)))
         return out
 
+    def _parts(
+        self, job: Job, claims: Claims, shared: dict[str, float]
+    ) -> list[tuple[int, tuple[str, ...], int, dict[str, float]]]:
+        """What ``job`` holding ``claims`` and ``shared`` counts under each limit
+        covering it: (limit, consumer key with its host part, slots, amounts).
+        A limit with ``hosts`` counts the claims on those hosts (none there: it
+        does not cover the job); one with ``per_host`` counts each host apart."""
+        parts: list[tuple[int, tuple[str, ...], int, dict[str, float]]] = []
+        for index, key in self._keys(job):
+            limit = self._limits[index]
+            hosts, per_host = limit.hosts, limit.per_host
+            if per_host is None and (hosts is None or "all" in hosts):
+                slots = sum(n for _, n, _ in claims)
+                parts.append((index, (*key, "*"), slots, _amounts(claims, shared)))
+            elif per_host is not None:
+                every = "all" in per_host
+                for host, (slots, amounts) in _per_host(claims).items():
+                    if every or host in per_host:
+                        parts.append((index, (*key, host), slots, amounts))
+            else:
+                assert hosts is not None
+                on = [claim for claim in claims if claim[0].name in hosts]
+                if on:
+                    slots = sum(n for _, n, _ in on)
+                    parts.append((index, (*key, "*"), slots, _amounts(on, {})))
+        return parts
+
     def check(self, job: Job, claims: Claims, shared: dict[str, float]) -> PendReason | None:
         """Why ``job`` may not take ``claims`` and ``shared``, or ``None``."""
-        return self._check(job, sum(n for _, n, _ in claims), _amounts(claims, shared))
-
-    def _check(self, job: Job, slots: int, amounts: dict[str, float]) -> PendReason | None:
-        for index, key in self._keys(job):
+        for index, key, slots, amounts in self._parts(job, claims, shared):
             limit = self._limits[index]
             used = self._usage.get((index, key)) or _Usage()
             if limit.slots is not None and used.slots + slots > limit.slots:
@@ -163,18 +190,79 @@ class Limits:
         """Count a job that starts (+1) or ends (-1) with ``claims``/``shared``."""
         if not self._limits:
             return
-        slots = sum(n for _, n, _ in claims)
-        amounts = _amounts(claims, shared)
-        for pair in self._keys(job):
+        for index, key, slots, amounts in self._parts(job, claims, shared):
+            pair = (index, key)
             used = self._usage.get(pair)
             if used is None:
                 used = self._usage[pair] = _Usage()
+                if key[-1] != "*":
+                    self._hosts.setdefault((index, key[:-1]), {})[key[-1]] = used
             used.slots += sign * slots
             used.jobs += sign
             for name, amount in amounts.items():
                 used.amounts[name] = used.amounts.get(name, 0.0) + sign * amount
             if used.jobs == 0:
                 del self._usage[pair]
+                if key[-1] != "*":
+                    on = self._hosts[index, key[:-1]]
+                    del on[key[-1]]
+                    if not on:
+                        del self._hosts[index, key[:-1]]
+
+    def host_room(self, job: Job) -> tuple[dict[str, int], PendReason] | None:
+        """For a job covered by host limits: the slots it may still take on each
+        host where a ``per_host`` limit already holds something, or a ``hosts``
+        limit lists (what is left of it; 0: the host is at its limit), and the
+        reason to give if that is what keeps it from starting; ``None`` when no
+        host is constrained. What a job spreads over several hosts of a
+        ``hosts`` limit, or puts on a host where a ``per_host`` limit holds
+        nothing yet, is checked after the attempt (:meth:`check`)."""
+        rooms: dict[str, int] = {}
+        reason: PendReason | None = None
+        for index, key in self._keys(job):
+            limit = self._limits[index]
+            if limit.slots is None and limit.jobs is None:
+                continue
+            if limit.hosts is not None and "all" not in limit.hosts:
+                # The listed hosts together: none may take more than is left.
+                used = self._usage.get((index, (*key, "*"))) or _Usage()
+                room = limit.slots - used.slots if limit.slots is not None else 1 << 30
+                if limit.jobs is not None and used.jobs >= limit.jobs:
+                    room = 0
+                room = max(room, 0)
+                for host in limit.hosts:
+                    if room < rooms.get(host, 1 << 30):
+                        rooms[host] = room
+                if room == 0 or reason is None:
+                    who = _who(key)
+                    reason = PendReason(
+                        Reason.LIMIT_REACHED,
+                        f"limit {limit.name}: HOSTS {' '.join(limit.hosts)}"
+                        f"{' (' + who + ')' if who else ''}: at the limit for this job",
+                    )
+                continue
+            if limit.per_host is None:
+                continue
+            who = _who(key)
+            scope = f"PER_HOST, {who}" if who else "PER_HOST"
+            for host, used in self._hosts.get((index, (*key,)), {}).items():
+                room = limit.slots - used.slots if limit.slots is not None else 1 << 30
+                if limit.jobs is not None and used.jobs >= limit.jobs:
+                    room = 0
+                    what = f"JOBS ({scope}): {limit.jobs}/{limit.jobs}"
+                else:
+                    what = f"SLOTS ({scope}): {limit.slots}/{limit.slots}"
+                room = max(room, 0)
+                if room < rooms.get(host, 1 << 30):
+                    rooms[host] = room
+                    if reason is None or room == 0:
+                        reason = PendReason(
+                            Reason.LIMIT_REACHED,
+                            f"limit {limit.name}: {what} in use on every host it fits on",
+                        )
+        if not rooms or reason is None:
+            return None
+        return rooms, reason
 
 
 def queue_limits(event: QueueConfig) -> list[Limit]:
@@ -194,6 +282,15 @@ def queue_limits(event: QueueConfig) -> list[Limit]:
         limits.append(
             Limit(name=f"{event.name}:QJOB_LIMIT", queues=[event.name], slots=event.qjob_limit)
         )
+    if event.hjob_limit is not None:
+        limits.append(
+            Limit(
+                name=f"{event.name}:HJOB_LIMIT",
+                queues=[event.name],
+                per_host=["all"],
+                slots=event.hjob_limit,
+            )
+        )
     return limits
 
 
@@ -205,12 +302,31 @@ def _amounts(claims: Claims, shared: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def _reached(limit: Limit, key: tuple[str, ...], what: str, used: float, cap: float) -> PendReason:
+def _per_host(claims: Claims) -> dict[str, tuple[int, dict[str, float]]]:
+    """Slots and host consumables per host name."""
+    out: dict[str, tuple[int, dict[str, float]]] = {}
+    for worker, slots, need in claims:
+        held, amounts = out.get(worker.name, (0, {}))
+        for name, amount in need:
+            amounts[name] = amounts.get(name, 0.0) + amount
+        out[worker.name] = (held + slots, amounts)
+    return out
+
+
+def _who(key: tuple[str, ...]) -> str:
+    """The consumers of a usage key, as ``bjobs -p`` names them."""
     who = []
-    for (_, each), value in zip(_DIMENSIONS, key, strict=True):
+    for (_, each), value in zip(_DIMENSIONS, key, strict=False):
         if value != "*":
             who.append(f"{each.upper()} {value}")
-    scope = f" ({', '.join(who)})" if who else ""
+    return ", ".join(who)
+
+
+def _reached(limit: Limit, key: tuple[str, ...], what: str, used: float, cap: float) -> PendReason:
+    who = _who(key)
+    if len(key) > len(_DIMENSIONS) and key[-1] != "*":
+        who = f"{who}, PER_HOST {key[-1]}" if who else f"PER_HOST {key[-1]}"
+    scope = f" ({who})" if who else ""
     return PendReason(
         Reason.LIMIT_REACHED, f"limit {limit.name}: {what}{scope}: {used:g}/{cap:g} in use"
     )

@@ -503,6 +503,10 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
         (u.limit, tuple(u.consumer)): _Usage(u.slots, u.jobs, dict(u.amounts))
         for u in snap.limit_usage
     }
+    limits._hosts = {}
+    for (index, key), used in limits._usage.items():
+        if key[-1] != "*":
+            limits._hosts.setdefault((index, key[:-1]), {})[key[-1]] = used
     backfill = parts.backfill
     if backfill is not None:
         backfill._announced = {

@@ -48,7 +48,7 @@ def test_xce_run_applies_the_limits_before_the_first_event(tmp_path: Path) -> No
 
 def test_a_bad_policy_file_is_a_usage_error_naming_file_and_fault(tmp_path: Path) -> None:
     cases = {
-        'limits = [{ name = "x", per_host = ["all"], slots = 1 }]': "unknown field `per_host`",
+        'limits = [{ name = "x", per_hosts = ["all"], slots = 1 }]': "unknown field `per_hosts`",
         'limits = [{ name = "x", users = ["a"] }]': "limit 'x': no slots, jobs or resources",
         "limits = [": "",
     }

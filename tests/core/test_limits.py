@@ -95,8 +95,8 @@ async def test_a_bad_set_of_limits_is_rejected_whole_and_the_old_one_stays(
 
 
 def test_an_unknown_field_in_a_limit_is_an_error_not_a_limit_that_limits_nothing() -> None:
-    line = b'{"type":"limits_config","limits":[{"name":"h","per_host":["all"],"slots":1}]}'
-    with pytest.raises(msgspec.ValidationError, match="per_host"):
+    line = b'{"type":"limits_config","limits":[{"name":"h","per_hosts":["all"],"slots":1}]}'
+    with pytest.raises(msgspec.ValidationError, match="per_hosts"):
         msgspec.json.decode(line, type=LimitsConfig)
 
 
@@ -104,12 +104,20 @@ def test_an_unknown_field_in_a_limit_is_an_error_not_a_limit_that_limits_nothing
 
 limit_sets = st.lists(
     st.builds(
-        lambda name, dim, who, slots, jobs: Limit(
-            name=name, **{dim: who}, slots=slots, jobs=jobs if slots is None else None
+        lambda name, dim, who, hosts, slots, jobs: Limit(
+            name=name,
+            **{dim: who},
+            **({hosts[0]: hosts[1]} if hosts else {}),
+            slots=slots,
+            jobs=jobs if slots is None else None,
         ),
         st.sampled_from(["l1", "l2", "l3"]),
         st.sampled_from(["users", "per_user", "queues", "per_queue", "projects"]),
         st.sampled_from([["all"], ["all"], ["u0"], ["q1"], [""]]),
+        # A host dimension now and then (the invariant tests' workers are w0..).
+        st.sampled_from(
+            [None, None, ("per_host", ["all"]), ("per_host", ["w1"]), ("hosts", ["w0", "w1"])]
+        ),
         st.one_of(st.none(), st.integers(0, 3)),
         st.integers(0, 3),
     ),
@@ -139,8 +147,20 @@ def holdings(core: SchedulerCore, limit: Limit) -> dict[tuple[str, ...], list[in
             else:
                 key.append("*")
         else:
-            out[tuple(key)][0] += sum(n for _, n in job.allocation)
-            out[tuple(key)][1] += 1
+            if limit.per_host is not None:
+                for worker, n in job.allocation:
+                    if "all" in limit.per_host or worker.name in limit.per_host:
+                        out[(*key, worker.name)][0] += n
+                        out[(*key, worker.name)][1] += 1
+                continue
+            on = [
+                n
+                for worker, n in job.allocation
+                if limit.hosts is None or "all" in limit.hosts or worker.name in limit.hosts
+            ]
+            if on:
+                out[tuple(key)][0] += sum(on)
+                out[tuple(key)][1] += 1
     return out
 
 
@@ -228,3 +248,66 @@ async def test_limits_may_name_user_groups_together_or_per_member() -> None:
     core.apply(GO)
     await core.run_session()
     assert started(core.take_decisions()) == ["bob0"]
+
+
+async def test_per_host_limits_keep_jobs_off_hosts_at_their_limit() -> None:
+    from events import QueueConfig
+
+    core = SchedulerCore()
+    core.apply(up("h1", slots=4))
+    core.apply(up("h2", slots=4))
+    # HJOB_LIMIT 1: one slot per host for the queue's jobs; ann's own limit:
+    # 2 slots per host whatever the queue.
+    core.apply(QueueConfig(name="q", hjob_limit=1))
+    core.apply(
+        LimitsConfig(limits=[Limit(name="ann_host", users=["ann"], per_host=["all"], slots=2)])
+    )
+    assert core.take_decisions() == []
+    for i in range(3):
+        core.apply(submit(f"q{i}", user="bob", queue="q"))
+    core.apply(submit("a0", user="ann", tasks=2))
+    core.apply(GO)
+    await core.run_session()
+    out = core.take_decisions()
+    placed = {
+        d.job_id: [(h.host, h.slots) for h in d.hosts] for d in out if isinstance(d, JobAllocated)
+    }
+    assert placed["q0"] == [("h1", 1)]
+    assert placed["q1"] == [("h2", 1)]  # h1 is at the queue's per-host limit
+    assert placed["a0"] == [("h1", 2)]
+    held = pended(out)["q2"]
+    assert (held.reason, held.detail) == (
+        "limit_reached",
+        "limit q:HJOB_LIMIT: SLOTS (PER_HOST): 1/1 in use on every host it fits on",
+    )
+    core.apply(submit("a1", user="ann", tasks=1))
+    core.apply(submit("a2", user="ann", tasks=1))
+    core.apply(submit("a3", user="ann", tasks=1))
+    core.apply(GO)
+    await core.run_session()
+    out = core.take_decisions()
+    placed = {
+        d.job_id: [(h.host, h.slots) for h in d.hosts] for d in out if isinstance(d, JobAllocated)
+    }
+    # h1 has a free slot but ann holds 2 there: a1 and a2 go to h2, a3 waits.
+    assert placed == {"a1": [("h2", 1)], "a2": [("h2", 1)]}
+    held = pended(out)["a3"]
+    assert (held.reason, held.detail) == (
+        "limit_reached",
+        "limit ann_host: SLOTS (PER_HOST): 2/2 in use on every host it fits on",
+    )
+
+
+async def test_a_hosts_limit_counts_only_the_listed_hosts() -> None:
+    core = SchedulerCore()
+    for name in ("h1", "h2", "h3"):
+        core.apply(up(name, slots=2))
+    core.apply(LimitsConfig(limits=[Limit(name="pair", hosts=["h1", "h2"], slots=3)]))
+    for i in range(6):
+        core.apply(submit(f"j{i}"))
+    core.apply(GO)
+    await core.run_session()
+    out = core.take_decisions()
+    hosts = [d.hosts[0].host for d in out if isinstance(d, JobAllocated)]
+    assert sorted(hosts).count("h3") == 2
+    assert len([h for h in hosts if h in ("h1", "h2")]) == 3

@@ -80,7 +80,13 @@ async def test_sleeping_never_changes_a_decision_or_a_category(
     events = to_events(stream)
     if limited:
         events = [
-            LimitsConfig(limits=[Limit(name="two", per_user=["all"], slots=2)]),
+            LimitsConfig(
+                limits=[
+                    Limit(name="two", per_user=["all"], slots=2),
+                    # Per-host limits narrow a job's hosts: never a cached failure.
+                    Limit(name="host", per_user=["all"], per_host=["all"], slots=1),
+                ]
+            ),
             *(
                 msgspec.structs.replace(e, user=f"u{i % 3}") if isinstance(e, JobSubmitted) else e
                 for i, e in enumerate(events)

@@ -3,7 +3,7 @@
 It holds the cluster's resource allocation limits (``[[limits]]`` tables, the
 fields of the ``limits_config`` event's ``Limit``), queues (``[[queues]]``, the
 fields of ``queue_config``: priority, picker, their own share tree, the
-``ujob_limit``/``qjob_limit`` shorthands), the cluster-wide share tree
+``ujob_limit``/``qjob_limit``/``hjob_limit`` shorthands), the cluster-wide share tree
 (``[fairshare]``, a ``fairshare_config``) and the fairshare factors
 (``[fairshare_params]``, :class:`xce_core.FairshareParams`), and the user
 groups limits may name (``[user_groups]``)::
@@ -70,7 +70,7 @@ def policy_options(command: F) -> F:
             "--policy",
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
             help="TOML policy file: resource allocation limits ([[limits]]), queues "
-            "([[queues]]: priority, picker, share tree, ujob_limit, qjob_limit), the "
+            "([[queues]]: priority, picker, share tree, ujob_limit, qjob_limit, hjob_limit), the "
             "cluster's share tree ([fairshare]) and fairshare factors ([fairshare_params]), "
             "set before the first event.",
         ),
@@ -87,6 +87,7 @@ class _Queue(msgspec.Struct, forbid_unknown_fields=True):
     fairshare: ShareTree | None = None
     ujob_limit: int | None = None
     qjob_limit: int | None = None
+    hjob_limit: int | None = None
 
 
 class _Params(msgspec.Struct, forbid_unknown_fields=True):

@@ -247,7 +247,14 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
     help="Also run a session every S seconds when something changed.",
 )
 @click.option("--strict", is_flag=True, help="Stop at the first malformed event (status 2).")
-@click.option("--picker", default="fcfs", show_default=True, help="Default job picker.")
+@click.option(
+    "--picker",
+    default="fcfs",
+    show_default=True,
+    help="Default job order for queues without their own: fcfs (priority, then submit "
+    "time), fairshare (LSF fairshare: users by dynamic priority from their share tree, "
+    "see --policy), or an xce.pickers plugin.",
+)
 @click.option(
     "--sequential-allocator",
     default="seqjob",

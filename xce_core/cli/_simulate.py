@@ -89,7 +89,13 @@ _log = logging.getLogger("xce.simulate")
     "--strict-fifo", is_flag=True, help="Stop each session at the first job that cannot start."
 )
 @policy_options
-@click.option("--picker", default="fcfs", show_default=True, help="Job order plugin.")
+@click.option(
+    "--picker",
+    default="fcfs",
+    show_default=True,
+    help="Job order: fcfs, fairshare (users by LSF dynamic priority; share tree from "
+    "--policy, else equal shares), or an xce.pickers plugin.",
+)
 @click.option("--sequential-allocator", default="seqjob", show_default=True, help="For 1 task.")
 @click.option("--parallel-allocator", default="parjob", show_default=True, help="For 2+ tasks.")
 @click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")

@@ -22,7 +22,7 @@ import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, final
+from typing import Any, NoReturn, final
 
 import anyio
 import anyio.abc
@@ -32,6 +32,7 @@ from click.core import ParameterSource
 
 from events import DECISION_TYPES, DEFAULT_MAX_FRAME, INPUT_TYPES, EventFormat
 from xce_core import (
+    Registry,
     SchedulerConfig,
     SchedulerCore,
     XceError,
@@ -45,6 +46,7 @@ from xce_core.cli._endpoints import (
     parse_listen_address,
     stderr_line,
 )
+from xce_core.cli._nats_options import NATS_ONLY, nats_options
 from xce_core.cli._policy import policy_options, read_policy
 from xce_core.cli._run import (
     EXIT_IO_ERROR,
@@ -256,6 +258,7 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
     show_default=True,
     help="Longest event line or frame.",
 )
+@nats_options
 def run_command(
     input_path: str | None,
     listen: str | None,
@@ -277,12 +280,29 @@ def run_command(
     policy: Path | None,
     no_cache: bool,
     max_frame: int,
+    nats_url: str | None,
+    **nats: Any,
 ) -> None:
+    context = click.get_current_context()
+    if nats_url is None:
+        for name in NATS_ONLY:
+            if context.get_parameter_source(name) is not ParameterSource.DEFAULT:
+                raise click.UsageError(f"--{name.replace('_', '-')} needs --nats")
+    else:
+        for name, value in (
+            ("input", input_path),
+            ("listen", listen),
+            ("output", output_path),
+            ("interval", interval),
+            ("strict", strict or None),
+        ):
+            if value is not None:
+                # Sessions run at session_begin messages only, so a replay decides the same.
+                raise click.UsageError(f"--nats and --{name} are mutually exclusive")
     if input_path is not None and listen is not None:
         raise click.UsageError("--input and --listen are mutually exclusive")
     listen_options = None
     if listen is None:
-        context = click.get_current_context()
         for name in ("once", "reply", "idle_timeout", "max_connections"):
             if context.get_parameter_source(name) is not ParameterSource.DEFAULT:
                 raise click.UsageError(f"--{name.replace('_', '-')} needs --listen")
@@ -312,13 +332,16 @@ def run_command(
         raise click.BadParameter(message, param_hint=option)
     # Tracebacks of faults the core survived go to stderr; stdout carries decisions.
     logging.basicConfig(format="%(name)s: %(levelname)s: %(message)s", stream=sys.stderr)
+    if nats_url is not None:
+        formats = dict(format=input_format, output_format=output_format or input_format)
+        _serve_nats(config, registry, policy, nats_url, max_frame, formats | nats)
     core = SchedulerCore(
         config, registry=registry, clock=EpochClock(), on_internal_error=log_internal_error
     )
     if policy is not None:
         # Checked already; not one of the input's events (their indexes stand).
         core.apply(read_policy(policy), index=-1, counted=False)
-    options = dict(
+    options: dict[str, Any] = dict(
         format=input_format,
         output_format=output_format,
         strict=strict,
@@ -334,7 +357,54 @@ def run_command(
     sys.exit(status)
 
 
-def _first_leaf(group: BaseExceptionGroup[OSError]) -> BaseException:
+def _serve_nats(
+    config: SchedulerConfig,
+    registry: Registry,
+    policy: Path | None,
+    url: str,
+    max_frame: int,
+    options: dict[str, Any],
+) -> NoReturn:
+    """``xce run --nats``: exits with the service's status."""
+    try:
+        from xce_core.cli._checkpoint import Checkpoint
+        from xce_core.cli._nats import MessageClock, serve_nats
+        from xce_core.cli._nats_streams import NatsOptions
+    except ImportError as exc:
+        raise click.ClickException(
+            f"--nats needs the NATS client: pip install 'xce[nats]' ({exc})"
+        ) from None
+    policy_event = read_policy(policy) if policy is not None else None
+
+    def make_core(checkpoint: Checkpoint | None, clock: MessageClock) -> SchedulerCore:
+        if checkpoint is not None:
+            restore: Any = getattr(SchedulerCore, "restore", None)
+            if restore is None:
+                raise XceError("found a snapshot, but this xce cannot restore snapshots")
+            core: SchedulerCore = restore(
+                checkpoint.state,
+                registry=registry,
+                clock=clock,
+                on_internal_error=log_internal_error,
+            )
+            return core  # the policy is in the snapshot, with any limits_config since
+        core = SchedulerCore(
+            config, registry=registry, clock=clock, on_internal_error=log_internal_error
+        )
+        if policy_event is not None:
+            core.apply(policy_event, index=-1, counted=False)
+        return core
+
+    nats_options = NatsOptions(url=url, max_frame=max_frame, **options)
+    status = EXIT_IO_ERROR
+    try:
+        status = run_async(functools.partial(serve_nats, nats_options, make_core))
+    except* (OSError, XceError) as group:
+        stderr_line(f"xce run: {_first_leaf(group)}")
+    sys.exit(status)
+
+
+def _first_leaf(group: BaseExceptionGroup[Exception]) -> BaseException:
     first: BaseException = group
     while isinstance(first, BaseExceptionGroup):
         first = first.exceptions[0]

@@ -1,0 +1,130 @@
+"""The lease that makes one ``xce run --nats`` process active.
+
+The lease is one key (the durable name) in a JetStream key-value bucket whose
+``max_age`` is the lease TTL. Acquiring it is ``create`` (stored only if the
+key holds nothing: the server checks the subject's last sequence); holding it
+is ``update`` with the last revision, every third of the TTL; an entry nobody
+refreshes expires after the TTL and a standby's next ``create`` succeeds. A
+holder that cannot refresh for 90% of the TTL fences itself
+(:meth:`Lease.check` raises) before anyone else can have the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Final, final
+
+import anyio
+import nats.errors
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from xce_core import XceError
+
+__all__ = ["Lease", "LeaseLost"]
+
+# A standby polls the key this often (a fraction of the TTL, at most this).
+_POLL_S: Final = 0.25
+_log = logging.getLogger("xce.run")
+
+
+class LeaseLost(XceError):
+    """The lease was taken over or could not be refreshed in time."""
+
+
+@final
+class Lease:
+    """One process's claim on the lease ``key`` of ``bucket``."""
+
+    __slots__ = ("_bucket", "_js", "_key", "_kv", "_renewed", "_revision", "holder", "ttl")
+
+    def __init__(self, js: JetStreamContext, bucket: str, key: str, ttl: float) -> None:
+        self._js = js
+        self._bucket = bucket
+        self._key = key
+        self.ttl = ttl
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._kv: KeyValue | None = None
+        self._revision = 0
+        self._renewed = -float("inf")
+
+    @property
+    def held(self) -> bool:
+        return self._revision != 0
+
+    async def open(self) -> None:
+        """Bind the bucket, creating it (``max_age`` = TTL) when missing."""
+        try:
+            self._kv = await self._js.key_value(self._bucket)
+        except BucketNotFoundError:
+            self._kv = await self._js.create_key_value(
+                KeyValueConfig(
+                    bucket=self._bucket, history=1, ttl=self.ttl, storage=StorageType.FILE
+                )
+            )
+
+    async def acquire(self) -> None:
+        """Wait until this process holds the lease (a standby waits here)."""
+        kv = self._kv
+        assert kv is not None, "open() first"
+        poll = min(_POLL_S, self.ttl / 4)
+        while True:
+            started = time.monotonic()
+            try:
+                self._revision = await kv.create(self._key, self.holder.encode())
+            except KeyWrongLastSequenceError:
+                await anyio.sleep(poll)
+                continue
+            except (nats.errors.Error, TimeoutError) as exc:
+                _log.warning("lease: %s; retrying", exc)
+                await anyio.sleep(poll)
+                continue
+            self._renewed = started
+            return
+
+    async def keep(self) -> None:
+        """Refresh the lease until cancelled; raises :class:`LeaseLost` when
+        another process holds it or it could not be refreshed in time."""
+        kv = self._kv
+        assert kv is not None, "open() first"
+        assert self.held, "acquire() first"
+        while True:
+            await anyio.sleep(self.ttl / 3)
+            started = time.monotonic()
+            try:
+                self._revision = await kv.update(
+                    self._key, self.holder.encode(), last=self._revision
+                )
+            except KeyWrongLastSequenceError:
+                self._revision = 0
+                raise LeaseLost("the lease is held by another process") from None
+            except (nats.errors.Error, TimeoutError) as exc:
+                _log.warning("lease refresh failed: %s", exc)
+                self.check()
+                continue
+            self._renewed = started
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` unless the lease was refreshed recently
+        enough that no one else can hold it yet (a fence, checked before
+        publishing)."""
+        if time.monotonic() - self._renewed > 0.9 * self.ttl:
+            self._revision = 0
+            raise LeaseLost(f"the lease was not refreshed for {0.9 * self.ttl:.1f} s")
+
+    async def release(self) -> None:
+        """Give the lease up (a clean stop: a standby takes over at once)."""
+        kv = self._kv
+        if kv is None or not self.held:
+            return
+        revision, self._revision = self._revision, 0
+        try:
+            await kv.delete(self._key, last=revision)
+        except (nats.errors.Error, TimeoutError, KeyWrongLastSequenceError) as exc:
+            _log.warning("lease release failed: %s", exc)

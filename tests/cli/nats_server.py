@@ -123,7 +123,9 @@ async def read_decisions(
             info = await js.stream_info(stream)
         except nats.js.errors.NotFoundError:
             return []
-        out = []
+        out: list[dict[str, Any]] = []
+        if info.state.messages == 0:
+            return out
         for seq in range(info.state.first_seq, info.state.last_seq + 1):
             msg = await js.get_msg(stream, seq)
             decision = json.loads(msg.data)

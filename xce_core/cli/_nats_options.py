@@ -25,6 +25,7 @@ NATS_ONLY = (
     "snapshot_interval",
     "lease_ttl",
     "duplicate_window",
+    "batch",
 )
 """Parameters that mean something with ``--nats`` only."""
 
@@ -93,6 +94,15 @@ def nats_options(command: F) -> F:
             show_default=True,
             metavar="S",
             help="Deduplication window of a decisions stream xce creates.",
+        ),
+        click.option(
+            "--fetch-batch",
+            "batch",
+            type=click.IntRange(min=1, max=100_000),
+            default=1000,
+            show_default=True,
+            metavar="N",
+            help="Input messages asked for per pull request.",
         ),
     ]
     for option in reversed(options):

@@ -285,9 +285,10 @@ def run_command(
 ) -> None:
     context = click.get_current_context()
     if nats_url is None:
+        flags = {param.name: param.opts[0] for param in context.command.params}
         for name in NATS_ONLY:
             if context.get_parameter_source(name) is not ParameterSource.DEFAULT:
-                raise click.UsageError(f"--{name.replace('_', '-')} needs --nats")
+                raise click.UsageError(f"{flags[name]} needs --nats")
     else:
         for name, value in (
             ("input", input_path),

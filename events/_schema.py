@@ -168,12 +168,53 @@ class JobCancelled(_Event, tag="job_cancelled", frozen=True):
     job_id: Name
 
 
+Shares = Annotated[int, Meta(ge=0, le=MAX_TASKS)]
+ShareEntry = tuple[Name, Shares]
+ShareList = Annotated[list[ShareEntry], Meta(max_length=MAX_ENTRIES)]
+
+
+class UserGroup(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A user group of a share tree (LSF's ``lsb.users`` UserGroup section):
+    its ``members`` (user names) and, for hierarchical fairshare, the shares of
+    its own level (``None``: the members share one account)."""
+
+    members: Annotated[list[Name], Meta(max_length=MAX_ENTRIES)]
+    shares: ShareList | None = None
+
+
+class ShareTree(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A fairshare tree (LSF's ``USER_SHARES``): ``shares`` lists ``[name,
+    shares]`` entries, where a name is a user, a group of ``groups`` (one
+    account for the group, or a level of its own when the group lists
+    ``shares``), ``group@`` (each member of the group an account with that
+    many shares) or ``default`` (each user not listed)."""
+
+    shares: ShareList
+    groups: Annotated[dict[Name, UserGroup], Meta(max_length=MAX_ENTRIES)] = {}
+
+
 class QueueConfig(_Event, tag="queue_config", frozen=True):
-    """Define a queue's priority and, optionally, the picker that orders its jobs."""
+    """Define a queue's priority and, optionally, the picker that orders its jobs
+    and, for the ``fairshare`` picker, the queue's own share tree (``None``:
+    the cluster's, from ``fairshare_config``, else every user an equal share).
+    ``ujob_limit`` / ``qjob_limit``: LSF's queue shorthands, slots of the
+    queue's running jobs per user / in all (limits named ``QUEUE:UJOB_LIMIT``
+    and ``QUEUE:QJOB_LIMIT`` beside those of ``limits_config``)."""
 
     name: Text
     priority: Priority = 0
     picker: Text | None = None
+    fairshare: ShareTree | None = None
+    ujob_limit: Annotated[int, Meta(ge=0, le=MAX_TASKS)] | None = None
+    qjob_limit: Annotated[int, Meta(ge=0, le=MAX_TASKS)] | None = None
+
+
+class FairshareConfig(_Event, tag="fairshare_config", frozen=True):
+    """Replace the cluster-wide share tree (used by every ``fairshare`` queue
+    without a tree of its own; ``None`` removes it). A bad tree is rejected
+    whole; the previous one stays."""
+
+    tree: ShareTree | None = None
 
 
 Names = Annotated[list[Text], Meta(max_length=MAX_ENTRIES)]
@@ -224,6 +265,7 @@ InputEvent: TypeAlias = (
     | JobCancelled
     | QueueConfig
     | LimitsConfig
+    | FairshareConfig
     | SessionBegin
 )
 
@@ -314,6 +356,7 @@ INPUT_TYPES: tuple[type[Struct], ...] = (
     QueueConfig,
     SessionBegin,
     LimitsConfig,
+    FairshareConfig,
 )
 DECISION_TYPES: tuple[type[Struct], ...] = (
     JobAllocated,

@@ -27,7 +27,7 @@ from xce_core._api import (
 from xce_core._clock import Clock, MonotonicClock, VirtualClock
 from xce_core._config import BACKFILL_MODES, SchedulerConfig
 from xce_core._core import SchedulerCore
-from xce_core._errors import PluginError, ResReqSyntaxError, XceError
+from xce_core._errors import PluginError, ResReqSyntaxError, SnapshotError, XceError
 from xce_core._faults import InternalErrorHook, internal_error_text
 from xce_core._loop import DecisionSink, SchedulerLoop
 from xce_core._model import JobState
@@ -52,6 +52,7 @@ __all__ = [
     "SchedulerLoop",
     "SchedulerStatistics",
     "SessionStats",
+    "SnapshotError",
     "VirtualClock",
     "XceError",
     "default_registry",

@@ -4,9 +4,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BACKFILL_MODES", "SchedulerConfig"]
+__all__ = ["BACKFILL_MODES", "FairshareParams", "SchedulerConfig"]
 
 BACKFILL_MODES = ("none", "easy", "conservative")
+
+
+@dataclass(frozen=True, slots=True)
+class FairshareParams:
+    """The ``fairshare`` picker's parameters (LSF's ``lsb.params`` names and
+    defaults): a share account's dynamic priority is ``shares /
+    (run_time·run_time_factor + (1 + job_slots)·run_job_factor)``, where
+    ``run_time`` is its slot-hours of use, decayed so that an hour counts 0.1 h
+    after ``hist_hours`` hours (0: no decay). The core has no CPU-time feed, so
+    LSF's CPU_TIME_FACTOR term is 0 (``cpu_time_factor`` is kept for the day a
+    usage event reports CPU time), as is FAIRSHARE_ADJUSTMENT_FACTOR's.
+    ``recalc_interval``: seconds of the clock between two recalculations, when
+    usage history enters every priority and the order is re-keyed (0: at every
+    session); the running-slots term is always current."""
+
+    cpu_time_factor: float = 0.7
+    run_time_factor: float = 0.7
+    run_job_factor: float = 3.0
+    hist_hours: float = 5.0
+    recalc_interval: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in (
+            "cpu_time_factor",
+            "run_time_factor",
+            "run_job_factor",
+            "hist_hours",
+            "recalc_interval",
+        ):
+            value = getattr(self, name)
+            if not (value >= 0 and value < float("inf")):
+                raise ValueError(f"fairshare {name} must be a finite number >= 0, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +66,8 @@ class SchedulerConfig:
       no earlier one; see :mod:`xce_core._conservative`). With backfill,
       ``strict_fifo`` is not used: a job that cannot start stops the in-order
       starts either way, and later jobs may only backfill.
+    - ``fairshare``: the ``fairshare`` picker's factors and recalculation
+      interval (:class:`FairshareParams`).
     - ``batch_size``: jobs per message from the picker task to the allocator task.
     - ``yield_every``: iterator steps between full yields to the event loop.
     - ``session_interval``: for long-running consumers, run a session every so
@@ -48,6 +82,7 @@ class SchedulerConfig:
     sleep_blocked_groups: bool = True
     backfill: str = "none"
     backfill_depth: int = 500
+    fairshare: FairshareParams = FairshareParams()
     batch_size: int = 256
     yield_every: int = 64
     session_interval: float | None = None

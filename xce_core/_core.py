@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import anyio
 import anyio.lowlevel
@@ -25,6 +25,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from events import (
     Decision,
     EventRejected,
+    FairshareConfig,
     HostSlots,
     InputEvent,
     JobAllocated,
@@ -33,6 +34,7 @@ from events import (
     JobPended,
     JobRejected,
     JobSubmitted,
+    Limit,
     LimitsConfig,
     QueueConfig,
     SessionBegin,
@@ -49,6 +51,7 @@ from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
 from xce_core._dispatch import Dispatcher
 from xce_core._errors import XceError
+from xce_core._fairshare import Fairshare
 from xce_core._faults import (
     INTERNAL_ERROR,
     InternalErrorHook,
@@ -56,7 +59,7 @@ from xce_core._faults import (
     internal_error_text,
     queue_config_or_nothing,
 )
-from xce_core._limits import Limits
+from xce_core._limits import Limits, queue_limits
 from xce_core._model import PENDING, RUNNING, Job, JobGroup
 from xce_core._order import BatchSink, DirectSink, Item, OrderKeys
 from xce_core._pending import PendingQueue
@@ -64,6 +67,14 @@ from xce_core._registry import Registry, default_registry
 from xce_core._reservations import Reservations
 from xce_core._results import PendReason, Reason, SessionStats
 from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
+from xce_core._snapshot import (
+    CoreParts,
+    Counters,
+    config_of,
+    load_snapshot,
+    read_snapshot,
+    write_snapshot,
+)
 from xce_core._state import ClusterState, EventInconsistent
 
 __all__ = ["SchedulerCore"]
@@ -111,8 +122,13 @@ class SchedulerCore:
             )
         )
         self._limits = Limits()
+        self._cluster_limits: list[Limit] = []
+        self._queue_limits: dict[str, list[Limit]] = {}
         self._fifo = config.strict_fifo and config.backfill == "none"
-        self.state = ClusterState(OrderKeys(self.registry, config.picker))
+        self._fairshare = Fairshare(config.fairshare, self.registry, config.picker)
+        self.state = ClusterState(
+            OrderKeys(self.registry, config.picker), self._fairshare.account_of
+        )
         self._pending = PendingQueue(self.state, may_sleep=may_sleep)
         self._shapes = ShapeCache(self.state)
         self.scratch = SessionScratch(
@@ -150,6 +166,74 @@ class SchedulerCore:
     @property
     def session_count(self) -> int:
         return self._sessions
+
+    @property
+    def events_received(self) -> int:
+        """Input events counted so far (the index the next one gets by default);
+        a snapshot covers exactly the events before it."""
+        return self._index
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> bytes:
+        """The whole state as one msgpack message (:mod:`xce_core._snapshot`):
+        :meth:`restore` gives a core that decides exactly as this one would from
+        here on. Covers the first :attr:`events_received` events, and includes
+        decisions not yet taken. Synchronous, no checkpoint; reads only. Raises
+        :class:`XceError` during a session (take it between events)."""
+        if self._in_session:
+            raise XceError("cannot snapshot a core during a session")
+        if self._fairshare.used:
+            raise XceError("snapshots do not cover fairshare queues yet")
+        counters = Counters(
+            self._index,
+            self._sessions,
+            self._session_event,
+            self.changed,
+            self._cluster_limits,
+            self._queue_limits,
+        )
+        return write_snapshot(self._parts(), counters)
+
+    @classmethod
+    def restore(
+        cls,
+        data: bytes,
+        *,
+        registry: Registry | None = None,
+        clock: Clock | None = None,
+        on_internal_error: InternalErrorHook | None = None,
+    ) -> SchedulerCore:
+        """A core rebuilt from :meth:`snapshot`'s bytes, with the configuration
+        they hold (plugins looked up in ``registry``; a stateful picker gets its
+        saved state back). Derived structures are rebuilt directly, not by
+        replaying events. Raises :class:`SnapshotError` naming what is wrong
+        with a snapshot that is not one, of another format, corrupt or
+        inconsistent, and :class:`PluginError` for a plugin not registered."""
+        image = read_snapshot(data)
+        core = cls(
+            config_of(image), registry=registry, clock=clock, on_internal_error=on_internal_error
+        )
+        counters = load_snapshot(image, core._parts())
+        core._index = counters.events_received
+        core._sessions = counters.sessions
+        core._session_event = counters.session_event
+        core.changed = counters.changed
+        core._cluster_limits = counters.cluster_limits
+        core._queue_limits = counters.queue_limits
+        return core
+
+    def _parts(self) -> CoreParts:
+        return CoreParts(
+            self.config,
+            self.registry,
+            self.state,
+            self._pending,
+            self._shapes,
+            self._limits,
+            self._backfill,
+            self._outbox,
+        )
 
     def apply(self, event: InputEvent, index: int | None = None, *, counted: bool = True) -> bool:
         """Apply one input event (queued if a session runs). Synchronous, never raises
@@ -203,14 +287,25 @@ class SchedulerCore:
                     self._discharge(job_id)
                     self._pending.ended(state.job_cancelled(job_id))
                 case LimitsConfig():
-                    running = [j for j in state.jobs.values() if j.state is RUNNING]
-                    self._limits.configure(event.limits, running)
+                    self._configure_limits(event.limits, self._queue_limits)
                     self._pending.wake_all()
                 case QueueConfig():
                     if event.picker is not None:
                         self.registry.picker(event.picker)
+                    fairshare = self._fairshare
+                    spec = event.fairshare
+                    where = f"queue {event.name} fairshare"
+                    tree = fairshare.build(spec, where) if spec is not None else None
+                    shorthands = {**self._queue_limits, event.name: queue_limits(event)}
+                    self._configure_limits(self._cluster_limits, shorthands)
                     queue_config_or_nothing(state, event)
+                    fairshare.configure(state, event.name, tree, self.clock.now())
                     # Order keys changed: every group rejoins the order afresh.
+                    self._pending.reorder()
+                case FairshareConfig(tree=spec):
+                    fairshare = self._fairshare
+                    tree = fairshare.build(spec, "cluster fairshare") if spec is not None else None
+                    fairshare.configure(state, None, tree, self.clock.now())
                     self._pending.reorder()
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
@@ -252,11 +347,26 @@ class SchedulerCore:
             raise
         self._pending.submitted(job)
 
+    def _configure_limits(self, cluster: Sequence[Limit], queues: dict[str, list[Limit]]) -> None:
+        """Limits from ``limits_config`` and the queues' shorthands, checked and
+        applied together (raises :class:`LimitError`, changing nothing)."""
+        state = self.state
+        every = [*cluster, *(limit for limits in queues.values() for limit in limits)]
+        running = [j for j in state.jobs.values() if j.state is RUNNING]
+        self._limits.configure(every, running)
+        self._cluster_limits = list(cluster)
+        self._queue_limits = {name: limits for name, limits in queues.items() if limits}
+
     def _discharge(self, job_id: str) -> None:
-        """Before a running job ends: take what it held off the limits."""
+        """Before a running job ends: take what it held off the limits and its
+        share account."""
         job = self.state.jobs.get(job_id)
-        if self._limits and job is not None and job.state is RUNNING:
+        if job is None or job.state is not RUNNING:
+            return
+        if self._limits:
             self._limits.charge(job, job.claims, dict(job.shared_claims), -1)
+        if self._fairshare.running:
+            self._fairshare.ended(job, self.clock.now())
 
     def _drain_deferred(self) -> None:
         deferred, self._deferred = self._deferred, []
@@ -304,8 +414,13 @@ class SchedulerCore:
         complete = False
         try:
             # Strictly before any task starts.
-            self.scratch.begin(stats.number, self.clock.now())
-            self._pending.begin(stats, self._pend)
+            now = self.clock.now()
+            self.scratch.begin(stats.number, now)
+            fairshare = self._fairshare
+            if fairshare.used and fairshare.due(now):
+                fairshare.recalculate(now)  # usage history enters every priority
+                self._pending.broken()
+            self._pending.begin(stats, self._pend, fairshare.take_risen())
             if self._backfill is not None:
                 self._backfill.begin()
             if not len(self._pending):
@@ -317,7 +432,10 @@ class SchedulerCore:
             with anyio.CancelScope() as scope:
                 self._scope = scope
                 awake = self.state.pending_count - self._pending.sleeping_jobs
-                if awake <= self.config.batch_size or self._fifo:
+                # Under fairshare too: a job's charge must be seen before the
+                # next pick under its account (_order.py), which the picker
+                # task, running ahead of the allocator, could not promise.
+                if awake <= self.config.batch_size or self._fifo or fairshare.used:
                     # A small session fits in one batch, and a strict-FIFO one
                     # usually stops at its first job: starting two tasks would
                     # cost more than the session (half of a --strict-fifo
@@ -478,6 +596,9 @@ class SchedulerCore:
         self.scratch.committed()
         if self._limits:
             self._limits.charge(job, ctx.journal, ctx.shared, +1)
+        group = job.group
+        if group is not None and group.account is not None:
+            self._fairshare.started(job, group.account, self.scratch.now)
         stats.allocated += 1
         self._outbox.append(JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts))
         return True

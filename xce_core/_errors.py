@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from events import XceError
 
-__all__ = ["PluginError", "ResReqSyntaxError", "XceError"]
+__all__ = ["PluginError", "ResReqSyntaxError", "SnapshotError", "XceError"]
 
 
 class ResReqSyntaxError(XceError, ValueError):
@@ -36,3 +36,8 @@ def _excerpt(text: str, column: int) -> str:
 
 class PluginError(XceError):
     """A plugin could not be registered or found (duplicate or unknown name)."""
+
+
+class SnapshotError(XceError):
+    """A snapshot that cannot be restored: not a snapshot, a format this xce
+    does not read, corrupt, or inconsistent. The message says which."""

@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from events import Limit
+from events import Limit, QueueConfig
 from xce_core._errors import XceError
 from xce_core._model import Job, Worker
 from xce_core._results import PendReason, Reason
 
-__all__ = ["LimitError", "Limits"]
+__all__ = ["LimitError", "Limits", "queue_limits"]
 
 Claims = Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]]
 
@@ -139,6 +139,26 @@ class Limits:
                 used.amounts[name] = used.amounts.get(name, 0.0) + sign * amount
             if used.jobs == 0:
                 del self._usage[pair]
+
+
+def queue_limits(event: QueueConfig) -> list[Limit]:
+    """The limits LSF's queue shorthands stand for: ``UJOB_LIMIT`` (slots per
+    user in the queue) and ``QJOB_LIMIT`` (slots of the whole queue)."""
+    limits = []
+    if event.ujob_limit is not None:
+        limits.append(
+            Limit(
+                name=f"{event.name}:UJOB_LIMIT",
+                queues=[event.name],
+                per_user=["all"],
+                slots=event.ujob_limit,
+            )
+        )
+    if event.qjob_limit is not None:
+        limits.append(
+            Limit(name=f"{event.name}:QJOB_LIMIT", queues=[event.name], slots=event.qjob_limit)
+        )
+    return limits
 
 
 def _amounts(claims: Claims, shared: dict[str, float]) -> dict[str, float]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import bisect
 import enum
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from xce_core._results import PendReason, Want
 from xce_core.resreq import ResReq, Value
+
+if TYPE_CHECKING:
+    from xce_core._fairshare import ShareNode
 
 __all__ = [
     "AMOUNT_TOLERANCE",
@@ -484,13 +487,20 @@ class JobGroup:
     when the group has an entry in the policy order (``ticket`` names the
     valid one, ``key`` its order key); ``asleep`` holds the reason while the
     group sleeps; ``seen`` is the last session that covered it.
+
+    Under fairshare (:mod:`xce_core._fairshare`) a group holds one shape of one
+    share ``account`` and sits in the order by that account's priority; ``home``
+    is its key in ``ClusterState.groups`` (the fingerprint, or the fingerprint
+    and the account's id).
     """
 
     __slots__ = (
+        "account",
         "asleep",
         "fingerprint",
         "gid",
         "head",
+        "home",
         "jobs",
         "key",
         "live",
@@ -502,9 +512,13 @@ class JobGroup:
         "unsettled",
     )
 
-    def __init__(self, fingerprint: int, gid: int) -> None:
+    def __init__(
+        self, fingerprint: int, gid: int, account: ShareNode | None = None, home: Hashable = None
+    ) -> None:
         self.fingerprint = fingerprint
         self.gid = gid
+        self.account = account
+        self.home = fingerprint if home is None else home
         self.jobs: list[Job] = []
         self.head = 0
         self.pos = 0

@@ -12,6 +12,17 @@ queued (that member started or was cancelled) is re-keyed when it surfaces.
 
 Sleeping groups (:mod:`xce_core._sleep`) are not queued; they rejoin the order
 when an event wakes them.
+
+Fairshare (:mod:`xce_core._fairshare`): users are ordered, not jobs. A share
+account's groups of one queue form a :class:`Lane`, a heap of its own keyed
+like any group; the lane sits in the policy order by its account's path key
+spliced into its first group's key. A job that starts lowers its account's
+priority, which makes one entry stale (the lane's), never the account's
+groups: the merge re-keys a lane whenever it surfaces with a key that grew,
+and hands its batch over before it takes a second job under an account that a
+job of the batch may charge (so that charge is seen first). A priority that
+rises (a job ended) re-queues the account's lanes before the next session
+(:meth:`PolicyOrder.lift`).
 """
 
 from __future__ import annotations
@@ -19,14 +30,17 @@ from __future__ import annotations
 import heapq
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from xce_core._model import PENDING, Job, JobGroup, Queue
 from xce_core._pickers import Picker
 from xce_core._registry import Registry
 from xce_core._results import PendReason, SessionStats
 
-__all__ = ["BatchSink", "DirectSink", "Item", "OrderKeys", "PolicyOrder"]
+if TYPE_CHECKING:
+    from xce_core._fairshare import ShareNode
+
+__all__ = ["BatchSink", "DirectSink", "Item", "Lane", "OrderKeys", "PolicyOrder"]
 
 Item = Job | JobGroup
 
@@ -66,6 +80,41 @@ class DirectSink:
         return None
 
 
+class Lane:
+    """One share account's groups of one queue (see the module docstring):
+    ``heap`` holds their entries as the policy order holds plain groups';
+    ``gid``, ``ticket``, ``key`` and ``queued`` mean for the lane's own entry in
+    the policy order what they mean for a group's."""
+
+    __slots__ = ("account", "gid", "heap", "key", "queued", "ticket")
+
+    def __init__(self, account: ShareNode, gid: int) -> None:
+        self.account = account
+        self.gid = gid
+        self.heap: list[tuple[Any, ...]] = []
+        self.key: tuple[Any, ...] = ()
+        self.queued = False
+        self.ticket = 0
+
+    def top(self) -> tuple[Any, ...] | None:
+        """The first valid entry of the lane's heap (stale ones dropped)."""
+        heap = self.heap
+        while heap:
+            entry = heap[0]
+            if entry[-2] == entry[-1].ticket:
+                return entry
+            heapq.heappop(heap)
+        return None
+
+    def order_key(self, entry: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The lane's key when ``entry`` is its first: the group's key with the
+        account's path key after the queue priority and picker rank."""
+        return (entry[0], entry[1], *self.account.path_key(), *entry[2:-3])
+
+    def __repr__(self) -> str:
+        return f"Lane({self.account.name!r}, groups={len(self.heap)})"
+
+
 class OrderKeys:
     """A job's key in the policy order: its queue's priority (higher first),
     the rank of the picker that ordered it, then that picker's key, as one flat
@@ -94,17 +143,19 @@ class OrderKeys:
 
 
 class PolicyOrder:
-    """Queued groups in policy order (see the module docstring).
+    """Queued groups and lanes in policy order (see the module docstring).
 
-    Entries are flat tuples: the order key's fields, then the group id (unique:
-    ties never reach the group), the ticket, the group. One flat tuple compares
-    in about half the time of ``(key, gid, group)``.
+    Entries are flat tuples: the order key's fields, then the group (or lane)
+    id (unique: ties never reach the object), the ticket, the group or lane.
+    One flat tuple compares in about half the time of ``(key, gid, group)``.
     """
 
-    __slots__ = ("_heap", "broken", "touched")
+    __slots__ = ("_heap", "_lanes", "broken", "touched")
 
     def __init__(self) -> None:
         self._heap: list[tuple[Any, ...]] = []
+        # Fairshare lanes by (account id, queue name).
+        self._lanes: dict[tuple[int, str], Lane] = {}
         # Set when a heap operation raised (order keys that do not compare: a
         # picker breaking its contract): the heap may have lost an entry, so
         # the owner rebuilds it before the next session.
@@ -123,11 +174,8 @@ class PolicyOrder:
         if group.pos >= len(group.jobs):
             group.queued = False
             return
-        key = group.jobs[group.pos].key
-        group.ticket += 1
-        group.queued = True
-        group.key = key
-        heapq.heappush(self._heap, (*key, group.gid, group.ticket, group))
+        group.key = group.jobs[group.pos].key
+        self.requeue(group)
 
     def requeue(self, group: JobGroup) -> None:
         """Queue ``group`` again after a session covered it, by the key it was
@@ -136,7 +184,39 @@ class PolicyOrder:
         when it surfaces. O(log n): no walk over what the session started."""
         group.ticket += 1
         group.queued = True
-        heapq.heappush(self._heap, (*group.key, group.gid, group.ticket, group))
+        entry = (*group.key, group.gid, group.ticket, group)
+        account = group.account
+        if account is None:
+            heapq.heappush(self._heap, entry)
+            return
+        queue = group.jobs[group.head].queue
+        lane = self._lanes.get((account.uid, queue))
+        if lane is None:
+            lane = self._lanes[account.uid, queue] = Lane(account, -group.gid)
+            account.lanes.append(lane)
+        heapq.heappush(lane.heap, entry)
+        self._raise(lane)
+
+    def _raise(self, lane: Lane) -> None:
+        """Queue ``lane`` by its first group, unless its entry is there with a
+        key no greater (a smaller stale key is re-keyed when it surfaces)."""
+        entry = lane.top()
+        if entry is None:
+            return
+        key = lane.order_key(entry)
+        if lane.queued and lane.key <= key:
+            return
+        lane.ticket += 1
+        lane.queued = True
+        lane.key = key
+        heapq.heappush(self._heap, (*key, lane.gid, lane.ticket, lane))
+
+    def lift(self, accounts: Iterable[ShareNode]) -> None:
+        """These accounts' priority rose: their lanes move up now."""
+        for account in accounts:
+            for lane in account.lanes:
+                lane.queued = False
+                self._raise(lane)
 
     def submitted(self, job: Job) -> None:
         """A pending job joined its (awake) group: queue the group, or re-key it
@@ -148,10 +228,13 @@ class PolicyOrder:
 
     def rebuild(self, groups: Iterable[JobGroup]) -> None:
         """Queue exactly ``groups`` (after order keys changed: a queue's priority
-        or picker)."""
+        or picker, a fairshare recalculation)."""
         for group in groups:
             group.queued = False
         self._heap = []
+        for lane in self._lanes.values():
+            lane.heap = []
+            lane.queued = False
         for group in groups:
             self.queue(group)
         self.broken = False
@@ -164,6 +247,25 @@ class PolicyOrder:
             group.queued = False  # any entry left is stale: the caller re-queues
             group.ticket += 1
         return touched
+
+    def _ready(self, heap: list[tuple[Any, ...]], group: JobGroup, number: int) -> bool:
+        """Whether ``group``, valid at the top of ``heap``, is ready to give a
+        job. The first time this session it is rewound, and dropped (nothing
+        pending) or re-keyed (its first member changed) instead: ``False``."""
+        if group.seen == number:
+            return True
+        group.seen = number
+        self.touched.append(group)
+        group.begin()
+        if group.pos >= len(group.jobs):
+            heapq.heappop(heap)
+            return False
+        key = group.jobs[group.pos].key
+        if key != group.key:
+            group.key = key
+            heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
+            return False
+        return True
 
     async def merge(
         self,
@@ -183,32 +285,57 @@ class PolicyOrder:
         batch_size = min(first, limit)
         pending = PENDING
         heap = self._heap
-        touched = self.touched
         number = stats.number
+        ready = self._ready
+        # Top-level share accounts a job of the batch may charge.
+        charging: set[ShareNode | None] = set()
         async with send:
             batch: list[Item] = []
             while heap:
                 entry = heap[0]
-                group = entry[-1]
-                if entry[-2] != group.ticket:
-                    heapq.heappop(heap)  # stale: the group was re-queued since
+                item = entry[-1]
+                if entry[-2] != item.ticket:
+                    heapq.heappop(heap)  # stale: re-queued since
                     continue
-                if group.seen != number:
-                    # First time this session: rewind, and re-key if its first
-                    # member changed since it was queued.
-                    group.seen = number
-                    touched.append(group)
-                    group.begin()
-                    if group.pos >= len(group.jobs):
+                if isinstance(item, Lane):
+                    lane = item
+                    top = lane.account.top
+                    if top in charging:
+                        # A job of the batch may lower this account's priority:
+                        # decide the batch first, then look again.
+                        await send.send(batch)
+                        if stats.stopped_by_fifo:
+                            return
+                        batch = []
+                        charging.clear()
+                        continue
+                    inner = lane.heap
+                    while inner:
+                        sub = inner[0]
+                        group = sub[-1]
+                        if sub[-2] != group.ticket:
+                            heapq.heappop(inner)
+                        elif ready(inner, group, number):
+                            break
+                    else:
+                        lane.queued = False
                         heapq.heappop(heap)
                         continue
-                    key = group.jobs[group.pos].key
-                    if key != group.key:
-                        group.key = key
-                        heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
+                    key = lane.order_key(inner[0])
+                    if key != lane.key:
+                        # Its account was charged, or its first group moved on:
+                        # within a session a lane's key only grows.
+                        lane.key = key
+                        heapq.heapreplace(heap, (*key, lane.gid, lane.ticket, lane))
+                        continue
+                else:
+                    inner = heap
+                    top = None
+                    group = item
+                    if not ready(heap, group, number):
                         continue
                 if group.fingerprint in failed:
-                    heapq.heappop(heap)
+                    heapq.heappop(inner)
                     batch.append(group)
                 else:
                     jobs = group.jobs
@@ -219,14 +346,26 @@ class PolicyOrder:
                         pos += 1
                     group.pos = pos
                     if pos < len(jobs):
-                        heapq.heapreplace(heap, (*jobs[pos].key, group.gid, group.ticket, group))
+                        heapq.heapreplace(inner, (*jobs[pos].key, group.gid, group.ticket, group))
                     else:
-                        heapq.heappop(heap)
+                        heapq.heappop(inner)
+                    if top is not None:
+                        charging.add(top)
+                        # The lane moves on to its next job now (its account's
+                        # charge is seen when it surfaces after the batch).
+                        first_group = lane.top()
+                        if first_group is None:
+                            lane.queued = False
+                            heapq.heappop(heap)
+                        else:
+                            lane.key = key = lane.order_key(first_group)
+                            heapq.heapreplace(heap, (*key, lane.gid, lane.ticket, lane))
                 if len(batch) >= batch_size:
                     await send.send(batch)
                     if stats.stopped_by_fifo:
                         return
                     batch = []
+                    charging.clear()
                     batch_size = min(batch_size * 2, limit)
             if batch:
                 await send.send(batch)

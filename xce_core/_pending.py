@@ -11,14 +11,18 @@ group it covered to sleep, back in the order, or away (nothing pending).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from xce_core._model import PENDING, Job, JobGroup
 from xce_core._order import BatchSink, PolicyOrder
 from xce_core._results import PendReason, SessionStats
 from xce_core._sleep import Sleepers, watch
 from xce_core._state import ClusterState
+
+if TYPE_CHECKING:
+    from xce_core._fairshare import ShareNode
 
 __all__ = ["PendingQueue"]
 
@@ -93,7 +97,7 @@ class PendingQueue:
 
     # ------------------------------------------------------------------ sessions
 
-    def begin(self, stats: SessionStats, pend: Pend) -> None:
+    def begin(self, stats: SessionStats, pend: Pend, risen: Iterable[ShareNode] = ()) -> None:
         """Before a session's tasks start: queue the groups woken since the last
         session (and, before a session that may commit, the fragile sleepers:
         see :mod:`xce_core._sleep`); tell members that joined a sleeping group
@@ -101,7 +105,13 @@ class PendingQueue:
         sleepers = self._sleepers
         order = self._order
         if order.broken:
-            order.rebuild([g for g in self._state.groups.values() if g.asleep is None])
+            awake = [g for g in self._state.groups.values() if g.asleep is None]
+            order.rebuild(awake)
+            for group in awake:
+                if not group.queued:
+                    self._forget(group)
+        # Fairshare accounts whose priority rose (a job ended): they move up.
+        order.lift(risen)
         for group in sleepers.take_woken():
             self._queue(group)
         if len(order) and len(sleepers):
@@ -185,6 +195,4 @@ class PendingQueue:
     def _forget(self, group: JobGroup) -> None:
         """Drop a group with nothing pending (a later job of its shape starts a
         new group)."""
-        groups = self._state.groups
-        if groups.get(group.fingerprint) is group:
-            del groups[group.fingerprint]
+        self._state.drop_group(group)

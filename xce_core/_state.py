@@ -9,8 +9,8 @@ its use, simply has nothing free until jobs finish.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
 
@@ -34,6 +34,9 @@ from xce_core._model import (
 )
 from xce_core._results import Want
 from xce_core.resreq import Alternative, Compound, ResReq
+
+if TYPE_CHECKING:
+    from xce_core._fairshare import ShareNode
 
 __all__ = ["ClusterState", "EventInconsistent", "part_counts", "task_problem", "task_total"]
 
@@ -85,8 +88,15 @@ class ClusterState:
     policy order; it is called at submission and when its queue changes.
     """
 
-    def __init__(self, order_key: Callable[[Job, Queue], tuple[Any, ...]]) -> None:
+    def __init__(
+        self,
+        order_key: Callable[[Job, Queue], tuple[Any, ...]],
+        account_of: Callable[[Job, Queue], ShareNode | None] = lambda job, queue: None,
+    ) -> None:
         self.order_key = order_key
+        # The fairshare account a pending job's group belongs to (None: its
+        # queue's picker is not fairshare); injected by the core.
+        self.account_of = account_of
         self.workers: list[Worker | None] = []
         self._holes = 0  # removed workers' entries in ``workers`` (None)
         self.by_name: dict[str, Worker] = {}
@@ -98,7 +108,9 @@ class ClusterState:
         # errors: memory follows the live jobs, not the history.
         self.jobs: dict[str, Job] = {}
         self.ended: dict[str, JobState] = {}
-        self.groups: dict[int, JobGroup] = {}
+        # Pending-job groups by home: the fingerprint, or (fingerprint, account
+        # id, queue) for a fairshare queue's jobs.
+        self.groups: dict[Hashable, JobGroup] = {}
         self.consumables: set[str] = set()
         # Capacity totals over usable workers, kept exact by every change of a
         # worker's slots, use or usability (so a session reads them in O(1)):
@@ -295,16 +307,56 @@ class ClusterState:
         # cache entry whoever submits them (per-user or per-queue limits would
         # be a check of their own).
         queue = self.queues.get(origin[1])
-        job.key = self.order_key(job, queue if queue is not None else self.queue(origin[1]))
-        fp = job.fingerprint
-        group = self.groups.get(fp)
-        if group is None:
-            self._groups_made += 1
-            group = self.groups[fp] = JobGroup(fp, self._groups_made)
-        job.group = group
-        group.insert(job)
+        if queue is None:
+            queue = self.queue(origin[1])
+        job.key = self.order_key(job, queue)
+        self.place(job, queue)
         self.pending_count += 1
         return job
+
+    def place(self, job: Job, queue: Queue) -> JobGroup:
+        """Put pending ``job`` in its group (made if new): that of its shape, and
+        under fairshare of its share account."""
+        fp = job.fingerprint
+        account = self.account_of(job, queue)
+        # A fairshare group holds one account's jobs of one queue (its lane in
+        # the policy order is the account's in that queue).
+        home: Hashable = fp if account is None else (fp, account.uid, queue.name)
+        group = self.groups.get(home)
+        if group is None:
+            self._groups_made += 1
+            group = self.groups[home] = JobGroup(fp, self._groups_made, account, home)
+            if account is not None:
+                account.groups.add(group)
+        job.group = group
+        group.insert(job)
+        return group
+
+    def regroup(self, name: str) -> None:
+        """Queue ``name``'s pending jobs move to the groups their (new) share
+        accounts call for, keeping their order keys. The caller rebuilds the
+        policy order."""
+        for group in self.groups_of_queue(name):
+            moved = [j for j in group.jobs if j.queue == name and j.state is PENDING]
+            if not moved:
+                continue
+            queue = self.queues[name]
+            account = self.account_of(moved[0], queue) if group.account is None else None
+            if group.account is None and account is None:
+                continue  # not fairshare, before or after
+            group.jobs = [j for j in group.jobs if j.queue != name]
+            group.unsettled = [j for j in group.unsettled if j.queue != name]
+            group.live -= len(moved)
+            group.head = group.pos = 0
+            for job in moved:
+                self.place(job, queue)
+
+    def drop_group(self, group: JobGroup) -> None:
+        """Forget ``group`` (nothing pending in it any more)."""
+        if self.groups.get(group.home) is group:
+            del self.groups[group.home]
+            if group.account is not None:
+                group.account.groups.discard(group)
 
     def job_rejected(self, ev: JobSubmitted) -> None:
         """Remember a job that was refused, so its id cannot be reused silently.

@@ -9,8 +9,11 @@ bucket fits on a host is one rule, :func:`shortfall` (and its companion
 as :meth:`SchedContext.shortfall` and :meth:`SchedContext.tasks_that_fit`. An
 allocator's attempt resolves to a :class:`Status`, which may carry the
 :class:`PendReason` the job should pend with. A picker subclasses
-:class:`Picker`. Both register by name through the entry-point groups
-``xce.allocators`` and ``xce.pickers`` (see :class:`Registry`).
+:class:`Picker`; one with state of its own (per-user usage, say) also
+overrides :meth:`Picker.snapshot_state` and :meth:`Picker.restore_state`, so
+that state travels in the core's snapshots (:meth:`SchedulerCore.snapshot`).
+Both register by name through the entry-point groups ``xce.allocators`` and
+``xce.pickers`` (see :class:`Registry`).
 """
 
 from xce_core._context import SchedContext
@@ -26,7 +29,7 @@ from xce_core._iterators import (
     balanced_partition,
 )
 from xce_core._model import AMOUNT_TOLERANCE, SLOTS, Job, Queue, Worker, shortfall, tasks_that_fit
-from xce_core._pickers import FcfsPicker, Picker
+from xce_core._pickers import FairsharePicker, FcfsPicker, Picker
 from xce_core._registry import Registry
 from xce_core._results import AllocMode, PendReason, Reason, Status, Want
 from xce_core._session import CandidateSet
@@ -37,6 +40,7 @@ __all__ = [
     "AllocMode",
     "Allocator",
     "CandidateSet",
+    "FairsharePicker",
     "FcfsPicker",
     "HostIterator",
     "Job",

@@ -203,12 +203,16 @@ CRASHES = [
     "input_acked:2",
     "input_acked:5",
     "leased:1",
+    "snapshot_taken:2",
+    "snapshot_stored:1",
+    "snapshot_stored:3",
 ]
 
 
 async def test_kill_at_crash_points_loses_and_doubles_nothing(nats_server: NatsServer) -> None:
-    """Each case is killed (SIGKILL) at one named point, restarted, and must
-    publish exactly the decisions of an uninterrupted run, with their ids."""
+    """Each case is killed (SIGKILL) at one named point, restarted (from its
+    newest snapshot), and must publish exactly the decisions of an
+    uninterrupted run, with their ids."""
     url = nats_server.url
     payloads = scripted_stream(seed=2)
     expected = normal(stdin_decisions(payloads))
@@ -216,7 +220,7 @@ async def test_kill_at_crash_points_loses_and_doubles_nothing(nats_server: NatsS
     reference = Names("ref")
     for names in [reference, *cases]:
         await names.publish(url, payloads)
-    extra = ("--fetch-batch", "5")
+    extra = ("--fetch-batch", "5", "--snapshot-every", "10")
     processes = [reference.start(url, *extra)]
     for names, crash in zip(cases, CRASHES, strict=True):
         processes.append(names.start(url, *extra, crash=crash))

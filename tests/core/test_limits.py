@@ -166,3 +166,31 @@ async def test_no_limit_is_ever_exceeded(ops: list[Any], limits: list[Limit], ca
                     assert limit.slots is None or slots <= limit.slots, (limit, key)
                     assert limit.jobs is None or jobs <= limit.jobs, (limit, key)
         core.take_decisions()
+
+
+async def test_queue_shorthands_cap_slots_per_user_and_per_queue() -> None:
+    from events import QueueConfig
+
+    core = SchedulerCore()
+    for i in range(10):
+        core.apply(up(f"h{i}"))
+    core.apply(QueueConfig(name="q", ujob_limit=2, qjob_limit=3))
+    # A limits_config afterwards replaces the cluster's limits, not the queue's.
+    core.apply(LimitsConfig(limits=[Limit(name="other", queues=["x"], slots=1)]))
+    assert core.take_decisions() == []
+    for user in ("a", "b"):
+        for i in range(3):
+            core.apply(submit(f"{user}{i}", user=user, queue="q"))
+    core.apply(submit("free", user="a"))  # another queue: not covered
+    core.apply(GO)
+    await core.run_session()
+    out = core.take_decisions()
+    assert sorted(started(out)) == ["a0", "a1", "b0", "free"]
+    reasons = {job: p.detail for job, p in pended(out).items()}
+    assert "limit q:UJOB_LIMIT: SLOTS (PER_USER a): 2/2 in use" in reasons["a2"]
+    assert "limit q:QJOB_LIMIT: SLOTS: 3/3 in use" in reasons["b1"]
+    # A queue_config without them lifts them.
+    core.apply(QueueConfig(name="q"))
+    core.apply(GO)
+    await core.run_session()
+    assert sorted(started(core.take_decisions())) == ["a2", "b1", "b2"]

@@ -6,6 +6,7 @@ import click
 
 from xce_core.cli._run_command import run_command
 from xce_core.cli._simulate import generate_trace_command, simulate_command
+from xce_core.cli._sweep import sweep_command
 
 __all__ = ["main"]
 
@@ -18,6 +19,7 @@ def main() -> None:
     \b
     xce run        consume input events, write scheduling decisions
     xce simulate   replay a workload trace (SWF) through the same core
+    xce sweep      replay traces x clusters x policies in parallel, one table
     xce generate-trace   write a synthetic SWF workload
 
     See README.md for the event schema and examples.
@@ -26,4 +28,5 @@ def main() -> None:
 
 main.add_command(run_command, "run")
 main.add_command(simulate_command, "simulate")
+main.add_command(sweep_command, "sweep")
 main.add_command(generate_trace_command, "generate-trace")

@@ -33,8 +33,8 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Final, final
+from collections.abc import Callable, Iterable
+from typing import Final, Protocol, final
 
 import anyio
 import anyio.abc
@@ -46,12 +46,13 @@ from nats.js import JetStreamContext
 from events import BadEvent, Decision, InputEvent
 from xce_core import SchedulerCore, SchedulerLoop, XceError
 from xce_core.cli._checkpoint import Checkpoint, CheckpointStore
+from xce_core.cli._endpoints import stderr_line
 from xce_core.cli._lease import Lease, LeaseLost
 from xce_core.cli._nats_input import InputFetcher, InputMessage, PayloadDecoder
 from xce_core.cli._nats_publish import DecisionPublisher
 from xce_core.cli._nats_streams import NatsOptions, decision_msg_id, ensure_streams
 
-__all__ = ["CRASH_POINTS", "CoreFactory", "MessageClock", "serve_nats"]
+__all__ = ["CRASH_POINTS", "CoreFactory", "MessageClock", "ServiceMetrics", "serve_nats"]
 
 CRASH_POINTS: Final = (
     "fetched",  # a batch arrived, nothing of it applied
@@ -105,6 +106,16 @@ class MessageClock:
         return self.time
 
 
+class ServiceMetrics(Protocol):
+    """What the service reports to ``--metrics`` (``xce_core.cli._metrics.RunMetrics``)."""
+
+    def observe_events(self, items: Iterable[InputEvent | BadEvent]) -> None: ...
+    def observe_decisions(self, decisions: Iterable[Decision], core: SchedulerCore) -> None: ...
+    def refresh(self, core: SchedulerCore) -> None: ...
+    def track_snapshots(self, last_written: Callable[[], float | None]) -> None: ...
+    def set_lease_holder(self, held: bool) -> None: ...
+
+
 CoreFactory = Callable[[Checkpoint | None, MessageClock], SchedulerCore]
 """Builds the core: restored from a checkpoint, or fresh (``None``)."""
 
@@ -123,9 +134,12 @@ class _ActiveRun:
         fetcher: InputFetcher,
         publisher: DecisionPublisher,
         store: CheckpointStore,
+        metrics: ServiceMetrics | None,
     ) -> None:
         self._nc = nc
         self._options = options
+        self._metrics = metrics
+        self.snapshot_time: float | None = time.time() if checkpoint else None
         self._core = core
         self._clock = clock
         self._fetcher = fetcher
@@ -139,7 +153,7 @@ class _ActiveRun:
         # Input messages waiting for their decisions: (published count, ack subject).
         self._acks: deque[tuple[int, str]] = deque()
         self._kick = anyio.Event()
-        self._snapshot: Callable[[], bytes] | None = getattr(core, "snapshot", None)
+        self._snapshots = True  # False once the core refused one (fairshare)
         self._snapshot_events = self._events
         self._snapshot_at = time.monotonic()
         self._saving = False
@@ -153,9 +167,13 @@ class _ActiveRun:
             messages = await self._fetcher.fetch()
             crash_point("fetched")
             items = self._decoder.decode([m.data for m in messages])
+            if self._metrics is not None:
+                self._metrics.observe_events(items)
             for message, item in zip(messages, items, strict=True):
                 await self._apply(message, item)
             self.progress()
+            if self._metrics is not None:
+                self._metrics.refresh(self._core)
             self._maybe_snapshot(tg)
 
     async def _apply(self, message: InputMessage, item: InputEvent | BadEvent) -> None:
@@ -171,6 +189,8 @@ class _ActiveRun:
 
     async def _hand_over(self, decisions: list[Decision]) -> None:
         seq, first, index = self._seq, self._ordinal, self._events
+        if self._metrics is not None:
+            self._metrics.observe_decisions(decisions, self._core)
         self._ordinal += len(decisions)
         items = [
             ((seq, first + i), decision_msg_id(decision, index), decision)
@@ -201,7 +221,7 @@ class _ActiveRun:
 
     def _maybe_snapshot(self, tg: anyio.abc.TaskGroup) -> None:
         options = self._options
-        if self._snapshot is None or self._saving:
+        if not self._snapshots or self._saving:
             return
         due = self._events - self._snapshot_events >= options.snapshot_every or (
             time.monotonic() - self._snapshot_at >= options.snapshot_interval
@@ -209,7 +229,13 @@ class _ActiveRun:
         )
         if not due:
             return
-        checkpoint = Checkpoint(seq=self._seq, events=self._events, state=self._snapshot())
+        try:
+            state = self._core.snapshot()
+        except XceError as exc:
+            _log.warning("no snapshots (%s): a restart replays the input stream", exc)
+            self._snapshots = False
+            return
+        checkpoint = Checkpoint(seq=self._seq, events=self._events, state=state)
         crash_point("snapshot_taken")
         self._snapshot_events = self._events
         self._snapshot_at = time.monotonic()
@@ -220,6 +246,7 @@ class _ActiveRun:
         try:
             await self._publisher.wait_acked(decisions)
             await self._store.save(checkpoint)
+            self.snapshot_time = time.time()
             crash_point("snapshot_stored")
         except (nats.errors.Error, TimeoutError) as exc:
             _log.warning("storing a snapshot failed (%s); the next one will retry", exc)
@@ -231,9 +258,16 @@ class _ActiveRun:
 class _Service:
     """Connection, lease and the standby/active cycle."""
 
-    def __init__(self, options: NatsOptions, make_core: CoreFactory) -> None:
+    def __init__(
+        self, options: NatsOptions, make_core: CoreFactory, metrics: ServiceMetrics | None
+    ) -> None:
         self._options = options
         self._make_core = make_core
+        self._metrics = metrics
+        self._run: _ActiveRun | None = None
+        if metrics is not None:
+            metrics.set_lease_holder(False)
+            metrics.track_snapshots(lambda: self._run.snapshot_time if self._run else None)
         self._publisher: DecisionPublisher | None = None
         self._fetcher: InputFetcher | None = None
 
@@ -274,15 +308,20 @@ class _Service:
         self, nc: Client, js: JetStreamContext, lease: Lease, store: CheckpointStore
     ) -> None:
         while True:
+            stderr_line(f"xce run: {lease.holder} waiting for the lease")
             await lease.acquire()
-            _log.info("holding the lease as %s", lease.holder)
             crash_point("leased")
+            if self._metrics is not None:
+                self._metrics.set_lease_holder(True)
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(lease.keep)
                     await self._active(nc, js, lease, store, tg)
             except* LeaseLost as group:
                 _log.error("lease lost (%s): back to standby", group.exceptions[0])
+            finally:
+                if self._metrics is not None:
+                    self._metrics.set_lease_holder(False)
 
     async def _active(
         self,
@@ -297,24 +336,36 @@ class _Service:
         clock = MessageClock()
         core = self._make_core(checkpoint, clock)
         start = checkpoint.seq + 1 if checkpoint else 1
+        if checkpoint is None:
+            stderr_line("xce run: active; no snapshot: replaying the input stream from sequence 1")
+        else:
+            stderr_line(
+                f"xce run: active; resuming from the snapshot at stream sequence "
+                f"{checkpoint.seq} (event index {checkpoint.events})"
+            )
         self._publisher = publisher = DecisionPublisher(nc, js, options, lease.check)
         await publisher.open()
         self._fetcher = fetcher = InputFetcher(nc, js, options, start)
         await fetcher.open()
-        run = _ActiveRun(nc, options, core, clock, checkpoint, fetcher, publisher, store)
+        run = _ActiveRun(
+            nc, options, core, clock, checkpoint, fetcher, publisher, store, self._metrics
+        )
+        self._run = run
         publisher.on_progress = run.progress
         try:
             tg.start_soon(publisher.run)
             tg.start_soon(run.ack_loop)
             await run.consume(tg)
         finally:
-            self._publisher = self._fetcher = None
+            self._publisher = self._fetcher = self._run = None
             with anyio.move_on_after(_SHUTDOWN_TIMEOUT_S, shield=True):
                 await fetcher.close()
                 await publisher.close()
 
 
-async def serve_nats(options: NatsOptions, make_core: CoreFactory) -> int:
+async def serve_nats(
+    options: NatsOptions, make_core: CoreFactory, metrics: ServiceMetrics | None = None
+) -> int:
     """Serve until SIGINT or SIGTERM (exit status 130 or 143); a clean stop
     releases the lease, so a standby takes over at once. Errors of the first
     connection propagate."""
@@ -328,6 +379,6 @@ async def serve_nats(options: NatsOptions, make_core: CoreFactory) -> int:
                     tg.cancel_scope.cancel()
 
             tg.start_soon(stop_on_signal)
-            await _Service(options, make_core).serve()
+            await _Service(options, make_core, metrics).serve()
             tg.cancel_scope.cancel()
     return 128 + signalled[0] if signalled else 0

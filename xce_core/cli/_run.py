@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import AsyncIterable, Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Final, final
+from typing import Final, Protocol, final
 
 import anyio
 import anyio.abc
@@ -43,6 +43,7 @@ from xce_core.cli._endpoints import (
     parse_listen_address,
     stderr_line,
 )
+from xce_core.cli._state_dir import SnapshotSchedule
 
 __all__ = [
     "EXIT_BAD_EVENT",
@@ -50,6 +51,7 @@ __all__ = [
     "EXIT_OK",
     "FdReceiveStream",
     "FdWriter",
+    "Observer",
     "consume",
     "log_internal_error",
     "parse_listen_address",
@@ -77,6 +79,15 @@ class _Mark(enum.Enum):
 _Message = Batch | _Mark
 
 
+class Observer(Protocol):
+    """What watches a consumer (``--metrics``): the items it applies and the
+    decisions it hands over, on the event loop."""
+
+    def observe_events(self, items: Iterable[InputEvent | BadEvent]) -> None: ...
+
+    def observe_decisions(self, decisions: Iterable[Decision], core: SchedulerCore) -> None: ...
+
+
 @final
 @dataclass(slots=True)
 class _Consumer:
@@ -92,6 +103,9 @@ class _Consumer:
     encoder: EventEncoder
     strict: bool
     report: Callable[[str], None]
+    # Input items still to drop: those a restored snapshot covers (--state-dir).
+    skip: int = 0
+    observer: Observer | None = None
     batch: Batch | None = None  # the batch being applied: its hand-overs are replies
     loop: SchedulerLoop = field(init=False)
 
@@ -112,6 +126,16 @@ class _Consumer:
         return None
 
     async def _apply(self, items: list[InputEvent | BadEvent]) -> int | None:
+        if self.skip:
+            # Covered by the snapshot the core was restored from: the core
+            # counts them already, and they must not be applied twice.
+            dropped = min(self.skip, len(items))
+            self.skip -= dropped
+            items = items[dropped:]
+            if not items:
+                return None
+        if self.observer is not None:
+            self.observer.observe_events(items)
         # The core numbers events, so indexes keep counting across connections.
         bad = await self.loop.apply(items, strict=self.strict)
         if bad is None:
@@ -121,6 +145,8 @@ class _Consumer:
 
     async def _hand_over(self, decisions: list[Decision]) -> None:
         """Write decisions; while a batch is applied, also hand them to it as replies."""
+        if self.observer is not None:
+            self.observer.observe_decisions(decisions, self.core)
         data = self.encoder.encode_many(decisions)
         if self.batch is not None:
             self.batch.reply(data)
@@ -140,6 +166,9 @@ async def consume(
     interval: float | None = None,
     max_frame: int = DEFAULT_MAX_FRAME,
     report: Callable[[str], None] = stderr_line,
+    skip: int = 0,
+    snapshots: SnapshotSchedule | None = None,
+    observer: Observer | None = None,
 ) -> int:
     """Feed ``stream`` (or each stream of an async iterable of them, one after
     the other, or the connections of a :class:`ConnectionServer`, concurrently)
@@ -161,6 +190,12 @@ async def consume(
     With ``strict`` the first one ends consumption: its decision is written,
     ``report`` gets a one-line message and the result is ``EXIT_BAD_EVENT``.
 
+    ``skip``: the first so many input items (of all streams, good or
+    malformed) are dropped unapplied, as the snapshot ``core`` was restored
+    from covers them. ``snapshots``: when to write snapshots (after a message,
+    when due, and at the end of the input). ``observer`` sees the items applied
+    and the decisions handed over (``--metrics``).
+
     Returns ``EXIT_OK`` when the input is exhausted (a server: with ``once``,
     when its connection ends). Cancelled, it stops the running session
     (decisions already committed stand), writes what was decided (shielded,
@@ -169,7 +204,9 @@ async def consume(
     is not an error here: the core reports it as a decision and goes on (see
     :class:`~xce_core.SchedulerCore`).
     """
-    consumer = _Consumer(core, write, EventEncoder(output_format or format), strict, report)
+    consumer = _Consumer(
+        core, write, EventEncoder(output_format or format), strict, report, skip, observer
+    )
     send, receive = anyio.create_memory_object_stream[_Message](_QUEUE_DEPTH)
     status = EXIT_OK
     # receive closes after the task group: a reader blocked in send() is then
@@ -182,11 +219,15 @@ async def consume(
             try:
                 async for message in receive:
                     if message is _Mark.DONE:
+                        if snapshots is not None:
+                            await snapshots.maybe(core, force=True)
                         break
                     stop = await consumer.handle(message)
                     if stop is not None:
                         status = stop
                         break
+                    if snapshots is not None:
+                        await snapshots.maybe(core)
             except anyio.get_cancelled_exc_class():
                 core.cancel_session()
                 with anyio.move_on_after(_FLUSH_TIMEOUT_S, shield=True):

@@ -20,7 +20,7 @@ import sys
 import textwrap
 import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, NoReturn, final
 
@@ -51,10 +51,12 @@ from xce_core.cli._policy import policy_options, read_policy
 from xce_core.cli._run import (
     EXIT_IO_ERROR,
     EXIT_OK,
+    Observer,
     consume,
     log_internal_error,
     unknown_plugin,
 )
+from xce_core.cli._state_dir import SnapshotSchedule, StateDir
 from xce_core.runtime import run_async
 
 __all__ = ["EpochClock", "run_command"]
@@ -176,6 +178,14 @@ connection's events caused also go back to it.
 A malformed event becomes an event_rejected decision (index, line, error with
 the field path) and is skipped; --strict stops there with status 2.
 
+With --state-dir DIR, snapshots of the whole scheduler state are written
+there atomically (every --snapshot-every N events or --snapshot-interval S
+seconds, whichever comes first, and at the end of the input; the newest two
+are kept). On start the newest one is loaded, stderr says which event index
+it resumes from, and that many input events are skipped: after a crash, send
+the whole event log again. --metrics HOST:PORT serves Prometheus metrics at
+/metrics (needs pip install 'xce[metrics]').
+
 {_schema_help()}
 
 \b
@@ -251,6 +261,34 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
 @policy_options
 @click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
 @click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Keep state snapshots in DIR and resume from the newest on start.",
+)
+@click.option(
+    "--snapshot-every",
+    type=click.IntRange(min=1),
+    default=100_000,
+    metavar="N",
+    show_default=True,
+    help="With --state-dir: snapshot after N events.",
+)
+@click.option(
+    "--snapshot-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    metavar="S",
+    show_default=True,
+    help="With --state-dir: snapshot S seconds after the last one, if anything changed.",
+)
+@click.option(
+    "--metrics",
+    "metrics_address",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics on HOST:PORT/metrics (needs xce[metrics]).",
+)
+@click.option(
     "--max-frame",
     type=click.IntRange(min=1),
     default=DEFAULT_MAX_FRAME,
@@ -279,6 +317,10 @@ def run_command(
     backfill_depth: int,
     policy: Path | None,
     no_cache: bool,
+    state_dir: Path | None,
+    snapshot_every: int,
+    snapshot_interval: float,
+    metrics_address: str | None,
     max_frame: int,
     nats_url: str | None,
     **nats: Any,
@@ -296,6 +338,7 @@ def run_command(
             ("output", output_path),
             ("interval", interval),
             ("strict", strict or None),
+            ("state-dir", state_dir),
         ):
             if value is not None:
                 # Sessions run at session_begin messages only, so a replay decides the same.
@@ -303,6 +346,10 @@ def run_command(
     if input_path is not None and listen is not None:
         raise click.UsageError("--input and --listen are mutually exclusive")
     listen_options = None
+    if state_dir is None and nats_url is None:
+        for name in ("snapshot_every", "snapshot_interval"):
+            if context.get_parameter_source(name) is not ParameterSource.DEFAULT:
+                raise click.UsageError(f"--{name.replace('_', '-')} needs --state-dir or --nats")
     if listen is None:
         for name in ("once", "reply", "idle_timeout", "max_connections"):
             if context.get_parameter_source(name) is not ParameterSource.DEFAULT:
@@ -335,19 +382,37 @@ def run_command(
     logging.basicConfig(format="%(name)s: %(levelname)s: %(message)s", stream=sys.stderr)
     if nats_url is not None:
         formats = dict(format=input_format, output_format=output_format or input_format)
-        _serve_nats(config, registry, policy, nats_url, max_frame, formats | nats)
-    core = SchedulerCore(
-        config, registry=registry, clock=EpochClock(), on_internal_error=log_internal_error
-    )
-    if policy is not None:
-        # Checked already; not one of the input's events (their indexes stand).
-        core.apply(read_policy(policy), index=-1, counted=False)
-    options: dict[str, Any] = dict(
+        nats["snapshot_every"] = snapshot_every
+        nats["snapshot_interval"] = snapshot_interval
+        metrics = _metrics(metrics_address, None, None)
+        _serve_nats(config, registry, policy, nats_url, max_frame, formats | nats, metrics)
+    core: SchedulerCore | None = None
+    skip = 0
+    snapshots = None
+    if state_dir is not None:
+        core, snapshots = _resume(state_dir, config, registry, snapshot_every, snapshot_interval)
+        skip = core.events_received if core is not None else 0
+        if core is not None and policy is not None:
+            stderr_line("xce run: --policy not applied: the snapshot's limits stand")
+    if core is None:
+        core = SchedulerCore(
+            config, registry=registry, clock=EpochClock(), on_internal_error=log_internal_error
+        )
+        if policy is not None:
+            # Checked already; not one of the input's events (their indexes stand).
+            core.apply(read_policy(policy), index=-1, counted=False)
+        if snapshots is not None:
+            snapshots.start(core)
+    metrics = _metrics(metrics_address, core, snapshots)
+    options = dict(
         format=input_format,
         output_format=output_format,
         strict=strict,
         interval=interval,
         max_frame=max_frame,
+        skip=skip,
+        snapshots=snapshots,
+        observer=metrics,
     )
     main = functools.partial(_serve, core, input_path, listen_options, output_path, options)
     status = EXIT_IO_ERROR
@@ -355,6 +420,9 @@ def run_command(
         status = run_async(main)
     except* OSError as group:
         stderr_line(f"xce run: {_first_leaf(group)}")
+    finally:
+        if metrics is not None:
+            metrics.close()
     sys.exit(status)
 
 
@@ -365,6 +433,7 @@ def _serve_nats(
     url: str,
     max_frame: int,
     options: dict[str, Any],
+    metrics: Any,
 ) -> NoReturn:
     """``xce run --nats``: exits with the service's status."""
     try:
@@ -379,15 +448,14 @@ def _serve_nats(
 
     def make_core(checkpoint: Checkpoint | None, clock: MessageClock) -> SchedulerCore:
         if checkpoint is not None:
-            restore: Any = getattr(SchedulerCore, "restore", None)
-            if restore is None:
-                raise XceError("found a snapshot, but this xce cannot restore snapshots")
-            core: SchedulerCore = restore(
+            core = SchedulerCore.restore(
                 checkpoint.state,
                 registry=registry,
                 clock=clock,
                 on_internal_error=log_internal_error,
             )
+            if core.config != config:
+                stderr_line("xce run: the snapshot's scheduling options stand, not the given ones")
             return core  # the policy is in the snapshot, with any limits_config since
         core = SchedulerCore(
             config, registry=registry, clock=clock, on_internal_error=log_internal_error
@@ -399,10 +467,88 @@ def _serve_nats(
     nats_options = NatsOptions(url=url, max_frame=max_frame, **options)
     status = EXIT_IO_ERROR
     try:
-        status = run_async(functools.partial(serve_nats, nats_options, make_core))
+        status = run_async(functools.partial(serve_nats, nats_options, make_core, metrics))
     except* (OSError, XceError) as group:
         stderr_line(f"xce run: {_first_leaf(group)}")
+    finally:
+        if metrics is not None:
+            metrics.close()
     sys.exit(status)
+
+
+def _resume(
+    path: Path,
+    config: SchedulerConfig,
+    registry: Any,
+    every: int,
+    interval: float,
+) -> tuple[SchedulerCore | None, SnapshotSchedule]:
+    """``--state-dir``: the core of its newest snapshot (``None``: none yet), and
+    the schedule of the next ones. Says on stderr where the input resumes."""
+    try:
+        state_dir = StateDir(path)
+        resumed = state_dir.resume(
+            registry=registry,
+            clock=EpochClock(),
+            on_internal_error=log_internal_error,
+            report=stderr_line,
+        )
+    except OSError as exc:
+        raise click.ClickException(f"--state-dir: {exc}") from None
+    except XceError as exc:  # a snapshot naming a plugin not installed
+        raise click.ClickException(f"--state-dir: {exc}") from None
+    schedule = SnapshotSchedule(state_dir, every, interval)
+    if resumed is None:
+        stderr_line(f"xce run: no snapshot in {path}: starting at event index 0")
+        return None, schedule
+    saved = replace(resumed.core.config, session_interval=config.session_interval)
+    if saved != config:
+        differ = ", ".join(
+            f"{f.name} {getattr(saved, f.name)!r} (given {getattr(config, f.name)!r})"
+            for f in fields(config)
+            if getattr(saved, f.name) != getattr(config, f.name)
+        )
+        raise click.UsageError(
+            f"{resumed.path} was taken with other scheduling options: {differ}; "
+            "give the same options, or another --state-dir"
+        )
+    stderr_line(
+        f"xce run: resuming from {resumed.path} at event index {resumed.events} "
+        f"(skipping the first {resumed.events} input events)"
+    )
+    schedule.start(resumed.core)
+    return resumed.core, schedule
+
+
+def _metrics(
+    address: str | None, core: SchedulerCore | None, snapshots: SnapshotSchedule | None
+) -> Any:
+    """``--metrics``: a serving :class:`RunMetrics`, or ``None``."""
+    if address is None:
+        return None
+    try:
+        from xce_core.cli._metrics import RunMetrics, parse_metrics_address
+    except ImportError:
+        raise click.UsageError(
+            "--metrics needs prometheus-client: pip install 'xce[metrics]'"
+        ) from None
+    try:
+        host, port = parse_metrics_address(address)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--metrics") from None
+    metrics = RunMetrics()
+    if snapshots is not None:
+        state_dir = snapshots.state_dir
+        metrics.track_snapshots(lambda: state_dir.last_written)
+    if core is not None:
+        metrics.refresh(core)
+    try:
+        bound = metrics.serve(host, port)
+    except OSError as exc:
+        raise click.ClickException(f"--metrics: cannot listen on {address}: {exc}") from None
+    stderr_line(f"xce run: metrics on http://{host}:{bound}/metrics")
+    observer: Observer = metrics
+    return observer
 
 
 def _first_leaf(group: BaseExceptionGroup[Exception]) -> BaseException:

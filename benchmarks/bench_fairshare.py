@@ -1,0 +1,120 @@
+"""Fairshare and limits benchmarks (issue "Policies that sites run"). Run by hand:
+
+    python benchmarks/bench_fairshare.py [--scale 0.1] [--only B11,B12]
+
+B11: B1's cluster and stream (10,000 workers x 32 slots, 500,000 one-task jobs
+of 20 shapes) with the jobs spread over 2,000 users, once with the ``fcfs``
+picker and once with ``fairshare`` (every user an equal share). Target: the
+fairshare rate at least 70% of the fcfs rate.
+
+B12: B9's deep queue (400,000 jobs from 2,000 users; session 1 fills the
+cluster, 1,000 jobs finish, session 2 runs) with ``fcfs`` and no limit, then
+with ``fairshare`` and a per-user slot limit (SLOTS=200 PER_USER). Target: the
+second session within 2x of the fcfs figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import anyio
+from bench_alloc import SHAPES, report, timed_session, workers
+
+from events import JobFinished, JobSubmitted, Limit, LimitsConfig
+from xce_core import SchedulerConfig, SchedulerCore, VirtualClock
+from xce_core.runtime import loop_options
+
+
+def core_for(picker: str) -> SchedulerCore:
+    return SchedulerCore(SchedulerConfig(picker=picker), clock=VirtualClock())
+
+
+async def b11(scale: float) -> None:
+    rates = {}
+    for picker in ("fcfs", "fairshare"):
+        core = core_for(picker)
+        workers(core, int(10_000 * scale), 32)
+        njobs = int(500_000 * scale)
+        for i in range(njobs):
+            core.apply(
+                JobSubmitted(
+                    job_id=f"j{i}",
+                    user=f"u{i % 2000}",
+                    queue="normal",
+                    submit_time=float(i),
+                    resreq=SHAPES[i % len(SHAPES)],
+                )
+            )
+        core.take_decisions()
+        elapsed, decisions = await timed_session(core)
+        rates[picker] = njobs / elapsed
+        report(
+            "B11",
+            f"{picker}: {rates[picker]:,.0f} jobs/s ({decisions:,} decisions, {elapsed:.2f} s)",
+            "(information)",
+        )
+    ratio = rates["fairshare"] / rates["fcfs"]
+    report("B11", f"fairshare / fcfs: {ratio:.0%}", ">= 70%")
+
+
+async def deep_queue(scale: float, picker: str, limit: bool) -> tuple[float, float, float]:
+    core = core_for(picker)
+    if limit:
+        core.apply(LimitsConfig(limits=[Limit(name="per_user", per_user=["all"], slots=200)]))
+    workers(core, int(10_000 * scale), 32)
+    rng = random.Random(9)
+    for i in range(int(400_000 * scale)):
+        core.apply(
+            JobSubmitted(
+                job_id=f"j{i}",
+                user=f"u{rng.randrange(2000)}",
+                submit_time=float(i),
+                resreq=SHAPES[i % len(SHAPES)],
+                max_tasks=1,
+            )
+        )
+    core.take_decisions()
+    first, _ = await timed_session(core)
+    running = [job_id for job_id, job in core.state.jobs.items() if job.state.value == "running"]
+    for job_id in rng.sample(running, min(1000, len(running))):
+        core.apply(JobFinished(job_id=job_id))
+    core.take_decisions()
+    second, _ = await timed_session(core)
+    third, _ = await timed_session(core)
+    return first, second, third
+
+
+async def b12(scale: float) -> None:
+    base = await deep_queue(scale, "fcfs", limit=False)
+    fair = await deep_queue(scale, "fairshare", limit=True)
+    for name, (first, second, third) in (("fcfs", base), ("fairshare+limit", fair)):
+        report(
+            "B12",
+            f"{name}: {first:.2f} s, then {second * 1000:.1f} ms, then {third * 1000:.2f} ms",
+            "(information)",
+        )
+    report("B12", f"after 1,000 finishes: {fair[1] / base[1]:.2f}x fcfs", "<= 2x")
+
+
+BENCHES: dict[str, Callable[[float], Coroutine[Any, Any, None]]] = {"B11": b11, "B12": b12}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated names")
+    args = parser.parse_args()
+    for name in args.only.split(","):
+        anyio.run(
+            BENCHES[name.strip().upper()],
+            args.scale,
+            backend="asyncio",
+            backend_options=loop_options(),
+        )
+
+
+if __name__ == "__main__":
+    main()

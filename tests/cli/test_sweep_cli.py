@@ -1,0 +1,227 @@
+"""``xce sweep`` end to end: study files, the results table, the cache, plots,
+bad input (one line, exit 2) and Ctrl-C (exit 130, finished runs cached)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from xce_core.cli._main import main
+from xce_core.cli._study import read_study
+from xce_core.sim import WorkloadModel, generate_jobs, write_swf
+from xce_core.sim.sweep import ResultCache, SweepError, run_sweep
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def write_trace(path: Path, seed: int, jobs: int = 120) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        write_swf(out, generate_jobs(WorkloadModel(jobs=jobs, procs=16, seed=seed, load=0.9)))
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> Path:
+    write_trace(tmp_path / "a.swf", 1)
+    write_trace(tmp_path / "b.swf", 2)
+    (tmp_path / "limits.toml").write_text(
+        '[[limits]]\nname = "u"\nper_user = ["all"]\nslots = 4\n'
+    )
+    path = tmp_path / "study.toml"
+    path.write_text(
+        """
+trace = ["a.swf", { path = "b.swf", name = "b", limit = 100 }]
+
+[[cluster]]
+hosts = 8
+slots = 2
+
+[[policy]]
+
+[[policy]]
+backfill = "easy"
+
+[[policy]]
+name = "per-user"
+limits = "limits.toml"
+"""
+    )
+    return path
+
+
+def sweep(*args: str | Path, code: int = 0) -> tuple[str, str]:
+    result = CliRunner().invoke(main, ["sweep", *map(str, args)])
+    assert result.exit_code == code, (result.output, result.exception)
+    return result.stdout, result.stderr
+
+
+def test_end_to_end_table_cache_and_plots(study: Path, tmp_path: Path) -> None:
+    _, stderr = sweep(study, "--jobs", "1", "--plots", tmp_path / "plots")
+    table = tmp_path / "study.csv"
+    with table.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert [(r["trace"], r["cluster"], r["policy"]) for r in rows] == [
+        (trace, "8x2", policy)
+        for trace in ("a.swf", "b")
+        for policy in ("fcfs", "fcfs easy", "per-user")
+    ]
+    assert [r["jobs"] for r in rows] == ["120"] * 3 + ["100"] * 3
+    assert rows[2]["limits"] == "limits.toml"
+    assert rows[1]["backfill"] == "easy"
+    assert all(float(r["makespan"]) > 0 and 0 < float(r["utilisation"]) <= 1 for r in rows)
+    assert "6 runs: 6 ran, 0 cached, 0 failed" in stderr
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+        "queue.png",
+        "slowdown.png",
+        "wait.png",
+    ]
+    assert len(list((tmp_path / "study.cache").glob("*.msgpack"))) == 6
+    # Again, into another table: everything from the cache, the same figures.
+    again = tmp_path / "again.csv"
+    _, stderr = sweep(study, "-o", again, "--cache", tmp_path / "study.cache", "-j", "2")
+    assert "6 runs: 0 ran, 6 cached" in stderr
+    with again.open(newline="") as file:
+        assert list(csv.DictReader(file)) == rows
+
+
+def test_run_list_selects_runs(study: Path, tmp_path: Path) -> None:
+    text = study.read_text() + '\n[[run]]\ntrace = "b"\ncluster = "8x2"\npolicy = "per-user"\n'
+    study.write_text(text)
+    sweep(study, "-q", "-j", "1")
+    with (tmp_path / "study.csv").open(newline="") as file:
+        assert [(r["trace"], r["policy"]) for r in csv.DictReader(file)] == [("b", "per-user")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('trace = ["a.swf"]\ncolour = 1', "unknown field `colour`"),
+        ('trace = ["a.swf"]\n[[policy]]\nbackfil = "easy"', "`backfil` - at `$.policy[0]`"),
+        ('trace = ["a.swf"]\n[[policy]]\nbackfill = "eager"', "at `$.policy[0].backfill`"),
+        ('trace = ["a.swf"]\n[[cluster]]\nhosts = "8"', "got `str` - at `$.cluster[0].hosts`"),
+        ('trace = ["a.swf"]\n[[cluster]]\nhosts = 0', "at `$.cluster[0].hosts`"),
+        ("trace = []", "at `$.trace`"),
+        ('[[policy]]\nname = "x"', "missing required field `trace`"),
+        ('trace = ["missing.swf"]', "$.trace[0]: "),
+        ('trace = ["a.swf"]\n[[policy]]\npicker = "nope"', ".picker: unknown picker 'nope'"),
+        ('trace = ["a.swf"]\n[[policy]]\nresreq = "select[a=="', "$.policy[0].resreq:"),
+        ('trace = ["a.swf"]\n[[policy]]\nlimits = "study.toml"', "$.policy[0].limits:"),
+        ('trace = ["a.swf"]\n[[cluster]]\nfile = "c.toml"\nhosts = 2', "file excludes hosts"),
+        ('trace = ["a.swf"]\n[[cluster]]\nfile = "study.toml"', "$.cluster[0].file:"),
+        ('trace = ["a.swf", "a.swf"]', "two trace entries are named 'a.swf'"),
+        ('trace = ["a.swf"]\n[[run]]\ntrace = "a.swf"\ncluster = "default"\npolicy = "x"',
+         "$.run[0].policy: none is named 'x' (known: 'fcfs')"),
+        ('trace = ["a.swf"', "Unclosed array"),
+    ],
+)  # fmt: skip
+def test_bad_study_is_one_line_exit_2(tmp_path: Path, text: str, expected: str) -> None:
+    write_trace(tmp_path / "a.swf", 1, jobs=5)
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    _, stderr = sweep(path, code=2)
+    assert stderr.count("\n") == 1
+    assert "Traceback" not in stderr
+    assert stderr.startswith(f"Error: {path}: ")
+    assert expected in stderr
+
+
+def test_missing_extras_and_bad_outputs_fail_before_any_run(
+    study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    for args, expected in (
+        (["--dask", "tcp://127.0.0.1:1"], "pip install 'xce[dask]'"),
+        (["-o", tmp_path / "r.parquet"], "needs pyarrow"),
+        (["--plots", tmp_path / "p"], "pip install 'xce[plot]'"),
+        (["--dask", "tcp://127.0.0.1:1", "-j", "2"], "exclude each other"),
+    ):
+        _, stderr = sweep(study, *args, code=2)
+        assert expected in stderr
+        assert stderr.count("\n") == 1
+    _, stderr = sweep(study, "-o", tmp_path / "nowhere" / "r.csv", code=2)
+    assert "does not exist" in stderr
+    assert not (tmp_path / "study.cache").exists()
+
+
+def test_dask_scheduler_unreachable(study: Path) -> None:
+    pytest.importorskip("distributed")
+    runs = read_study(study)
+    with pytest.raises(SweepError, match=r"cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        run_sweep(
+            runs, ResultCache(study.parent / "c"), dask="tcp://127.0.0.1:9", dask_timeout=0.5
+        )
+
+
+def test_failed_run_exit_1_with_the_others_in_the_table(study: Path, tmp_path: Path) -> None:
+    text = study.read_text().replace(
+        "hosts = 8", "hosts = 8\n[[cluster]]\nname = 'tiny'\nmax_hosts = 2"
+    )
+    study.write_text(text)
+    _, stderr = sweep(study, "-j", "1", "-q", code=1)
+    assert stderr.count("failed: ") == 6
+    assert "--max-hosts" in stderr
+    with (tmp_path / "study.csv").open(newline="") as file:
+        assert len(list(csv.DictReader(file))) == 6
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a process group")
+def test_ctrl_c_exits_130_and_keeps_finished_runs(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLES / "synthetic.swf", tmp_path / "s.swf")
+    study = tmp_path / "study.toml"
+    # One quick run, then slow ones (conservative backfill on the whole trace).
+    study.write_text(
+        'trace = ["s.swf"]\n[[run]]\ntrace = "s.swf"\ncluster = "default"\npolicy = "quick"\n'
+        + "".join(
+            f'[[run]]\ntrace = "s.swf"\ncluster = "default"\npolicy = "slow{d}"\n'
+            for d in range(4)
+        )
+        + '[[policy]]\nname = "quick"\nstrict_fifo = true\n'
+        + "".join(
+            f'[[policy]]\nname = "slow{d}"\nbackfill = "conservative"\n'
+            f"backfill_depth = {200 + d}\n"
+            for d in range(4)
+        )
+    )
+    xce = Path(sys.executable).with_name("xce")
+    command = [str(xce)] if xce.exists() else [sys.executable, "-m", "xce_core.cli"]
+    with subprocess.Popen(
+        [*command, "sweep", str(study), "-j", "2"],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's job
+    ) as process:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        assert first.startswith("[1/5]"), first
+        os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C: the sweep and its workers
+        stopped = time.monotonic()
+        rest = process.stderr.read()
+        assert process.wait(timeout=30) == 130, rest
+    assert time.monotonic() - stopped < 10  # the slow runs were stopped, not awaited
+    assert "Traceback" not in rest
+    assert "run the same command again to resume" in rest
+    cached = list((tmp_path / "study.cache").glob("*.msgpack"))
+    assert 1 <= len(cached) < 5
+
+
+def test_parquet_table_holds_the_csv_rows(study: Path, tmp_path: Path) -> None:
+    parquet = pytest.importorskip("pyarrow.parquet")
+    sweep(study, "-q", "-j", "1")
+    sweep(study, "-q", "-o", tmp_path / "r.parquet", "--cache", tmp_path / "study.cache")
+    table = parquet.read_table(tmp_path / "r.parquet").to_pylist()
+    with (tmp_path / "study.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert len(table) == len(rows) == 6
+    for got, want in zip(table, rows, strict=True):
+        assert list(got) == list(want)
+        assert {k: "" if v is None else str(v) for k, v in got.items()} == want

@@ -1,0 +1,365 @@
+"""Fairshare (xce_core._fairshare and the ``fairshare`` picker): LSF's dynamic
+priority worked by hand, share trees (flat, ``group@``, hierarchical,
+``default``), configuration errors, and properties: equal shares keep two
+endless users within one job's usage of each other; the cache and sleeping
+never change a fairshare decision."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from events import (
+    EventRejected,
+    FairshareConfig,
+    InputEvent,
+    JobAllocated,
+    JobFinished,
+    JobSubmitted,
+    Limit,
+    LimitsConfig,
+    QueueConfig,
+    SessionBegin,
+    ShareTree,
+    UserGroup,
+)
+from tests.core.test_invariants import check_invariants, to_events
+from tests.core.test_sleep import SHAPES, ops_over, per_session, run
+from tests.helpers import submit, up
+from xce_core import JobState, SchedulerConfig, SchedulerCore, VirtualClock
+from xce_core._config import FairshareParams
+from xce_core._fairshare import ShareNode, dynamic_priority
+
+GO = SessionBegin()
+HOUR = 3600.0
+
+
+def started(out: list[Any]) -> list[str]:
+    return [d.job_id for d in out if isinstance(d, JobAllocated)]
+
+
+def core_with(
+    tree: ShareTree | None = None, clock: VirtualClock | None = None, **params: Any
+) -> SchedulerCore:
+    config = SchedulerConfig(picker="fairshare", fairshare=FairshareParams(**params))
+    core = SchedulerCore(config, clock=clock or VirtualClock())
+    if tree is not None:
+        core.apply(FairshareConfig(tree=tree))
+        assert core.take_decisions() == []
+    return core
+
+
+def account(core: SchedulerCore, *path: str) -> ShareNode:
+    tree = core._fairshare.cluster
+    assert tree is not None
+    node = tree.root
+    for name in path:
+        node = next(c for c in node.children if c.name == name)
+    return node
+
+
+async def session(core: SchedulerCore) -> list[str]:
+    await core.run_session()
+    check_invariants(core)
+    return started(core.take_decisions())
+
+
+# ------------------------------------------------------------ the formula
+
+
+def test_priority_with_lsf_defaults_worked_by_hand() -> None:
+    defaults = FairshareParams()
+    # Nothing used, nothing running: shares / (1 · RUN_JOB_FACTOR 3.0).
+    assert dynamic_priority(10, 0.0, 0, defaults) == pytest.approx(10 / 3)
+    # 2 slot-hours used and 2 slots running: 10 / (2·0.7 + 3·3) = 10 / 10.4.
+    assert dynamic_priority(10, 2.0, 2, defaults) == pytest.approx(0.961538, rel=1e-6)
+    # Every factor 0 cannot divide by zero.
+    zero = FairshareParams(run_time_factor=0, run_job_factor=0)
+    assert dynamic_priority(1, 0.0, 0, zero) > 1e9
+
+
+async def test_usage_decays_to_a_tenth_after_hist_hours_worked_by_hand() -> None:
+    clock = VirtualClock()
+    core = core_with(ShareTree(shares=[("alice", 10)]), clock, recalc_interval=0)
+    core.apply(up("h", slots=2))
+    core.apply(submit("j", tasks=2, user="alice"))
+    assert await session(core) == ["j"]
+    alice = account(core, "alice")
+    # Running 2 slots: 10 / (0 · 0.7 + (1 + 2) · 3) = 10 / 9.
+    assert alice.priority == pytest.approx(10 / 9)
+    clock.advance_to(HOUR)
+    core.apply(JobFinished(job_id="j"))
+    await session(core)  # recalculation: history enters the priority
+    # 2 slots for an hour, decaying as it accrues (an hour counts 0.1 h after 5 h):
+    # 2 · (1 - 0.1^(1/5)) / (ln 10 / 5) = 1.602733 slot-hours.
+    used = 2 * (1 - 0.1 ** (1 / 5)) / (math.log(10) / 5)
+    assert used == pytest.approx(1.602733, rel=1e-6)
+    assert alice.usage / HOUR == pytest.approx(used, rel=1e-9)
+    assert alice.priority == pytest.approx(10 / (0.7 * 1.602733 + 3), rel=1e-6)
+    clock.advance_to(6 * HOUR)
+    core.apply(up("h2"))  # something changed: a session runs
+    await session(core)
+    # Five hours later a tenth is left: 10 / (0.7 · 0.1602733 + 3) = 3.21317.
+    assert alice.usage / HOUR == pytest.approx(used / 10, rel=1e-9)
+    assert alice.priority == pytest.approx(3.21317, rel=1e-5)
+
+
+async def test_without_decay_usage_is_slot_hours() -> None:
+    clock = VirtualClock()
+    core = core_with(ShareTree(shares=[("alice", 1)]), clock, hist_hours=0, recalc_interval=0)
+    core.apply(up("h", slots=4))
+    core.apply(submit("j", tasks=3, user="alice"))
+    await session(core)
+    clock.advance_to(2 * HOUR)
+    core.apply(JobFinished(job_id="j"))
+    await session(core)
+    assert account(core, "alice").usage == pytest.approx(6 * HOUR)
+
+
+# ------------------------------------------------------------ order
+
+
+async def test_equal_shares_alternate_users_within_one_session() -> None:
+    core = core_with()  # no tree: every user an equal share
+    for i in range(4):
+        core.apply(up(f"h{i}"))
+    for i in range(6):
+        core.apply(submit(f"a{i}", user="alice"))
+    for i in range(6):
+        core.apply(submit(f"b{i}", user="bob"))
+    # FCFS would start a0..a3; fairshare charges alice as her jobs start.
+    assert await session(core) == ["a0", "b0", "a1", "b1"]
+    core.apply(JobFinished(job_id="a0"))
+    core.apply(JobFinished(job_id="a1"))
+    # Alice now runs nothing and bob two: alice's priority is higher.
+    assert await session(core) == ["a2", "a3"]
+
+
+async def test_shares_three_to_one_give_three_to_one_slots() -> None:
+    core = core_with(ShareTree(shares=[("alice", 3), ("bob", 1)]))
+    for i in range(8):
+        core.apply(up(f"h{i}"))
+    for i in range(10):
+        core.apply(submit(f"b{i}", user="bob"))
+        core.apply(submit(f"a{i}", user="alice"))
+    out = await session(core)
+    # By hand: alice 3/(3(1+Sa)) against bob 1/(3(1+Sb)); a tie goes to the
+    # earlier job (bob's b_i was submitted before a_i): a a b a a a b a.
+    assert [j[0] for j in out] == list("aabaaaba")
+
+
+async def test_hierarchical_groups_take_the_highest_priority_at_each_level() -> None:
+    tree = ShareTree(
+        shares=[("eng", 1), ("ops", 1)],
+        groups={"eng": UserGroup(members=["u1", "u2"], shares=[("u1", 1), ("u2", 1)])},
+    )
+    core = core_with(tree)
+    for i in range(6):
+        core.apply(up(f"h{i}"))
+    for i in range(5):
+        for user in ("u1", "u2", "ops"):
+            core.apply(submit(f"{user}-{i}", user=user))
+    out = await session(core)
+    users = [j.split("-")[0] for j in out]
+    # eng and ops alternate at the top (a tie goes to the account, ops, before
+    # the group); u1 and u2 alternate inside eng (a tie: the earlier job).
+    assert users == ["ops", "u1", "ops", "u2", "ops", "u1"]
+    eng = account(core, "eng")
+    u1, u2 = account(core, "eng", "u1"), account(core, "eng", "u2")
+    # A group's use is its members' sum.
+    assert (eng.slots, u1.slots, u2.slots, account(core, "ops").slots) == (3, 2, 1, 3)
+    core.apply(JobFinished(job_id=out[0]))
+    await session(core)
+    assert eng.slots == u1.slots + u2.slots == 3
+
+
+async def test_group_at_gives_each_member_a_share_and_a_flat_group_one_account() -> None:
+    tree = ShareTree(
+        shares=[("eng@", 1), ("ops", 2)],
+        groups={"eng": UserGroup(members=["u1", "u2"]), "ops": UserGroup(members=["o1", "o2"])},
+    )
+    core = core_with(tree)
+    for i in range(8):
+        core.apply(up(f"h{i}"))
+    for i in range(6):
+        for user in ("u1", "u2", "o1", "o2"):
+            core.apply(submit(f"{user}-{i}", user=user))
+    out = await session(core)
+    count = {u: sum(j.startswith(u) for j in out) for u in ("u1", "u2", "o")}
+    # u1 and u2 have 1 share each, the ops account (o1 and o2 together) 2.
+    assert count == {"u1": 2, "u2": 2, "o": 4}
+    assert account(core, "ops").slots == 4
+
+
+async def test_default_shares_and_users_without_shares() -> None:
+    core = core_with(ShareTree(shares=[("alice", 1)]))
+    core.apply(up("h0"))
+    core.apply(up("h1"))
+    core.apply(submit("z0", user="zed"))  # no share: runs only when alice cannot
+    core.apply(submit("a0", user="alice"))
+    assert await session(core) == ["a0", "z0"]
+    core = core_with(ShareTree(shares=[("default", 1)]))
+    for i in range(4):
+        core.apply(up(f"h{i}"))
+    for user in ("x", "y"):
+        for i in range(3):
+            core.apply(submit(f"{user}{i}", user=user))
+    assert await session(core) == ["x0", "y0", "x1", "y1"]
+
+
+async def test_a_queue_tree_applies_to_its_queue_and_a_reconfiguration_regroups() -> None:
+    core = SchedulerCore(clock=VirtualClock())
+    for i in range(4):
+        core.apply(up(f"h{i}"))
+    for i in range(4):
+        core.apply(submit(f"a{i}", user="alice", queue="q"))
+    for i in range(4):
+        core.apply(submit(f"b{i}", user="bob", queue="q"))
+    core.apply(QueueConfig(name="q", picker="fairshare"))
+    assert core.take_decisions() == []
+    assert await session(core) == ["a0", "b0", "a1", "b1"]
+    # Bob gets all the shares: his jobs go first now.
+    tree = ShareTree(shares=[("bob", 10), ("alice", 1)])
+    core.apply(QueueConfig(name="q", picker="fairshare", fairshare=tree))
+    core.apply(up("h4"))
+    core.apply(up("h5"))
+    assert await session(core) == ["b2", "b3"]
+
+
+@pytest.mark.parametrize(
+    ("tree", "error"),
+    [
+        (ShareTree(shares=[("eng@", 1)]), "'eng@' names no user group"),
+        (ShareTree(shares=[("alice", 1), ("alice", 2)]), "'alice' is listed twice"),
+        (
+            ShareTree(
+                shares=[("g", 1)], groups={"g": UserGroup(members=["x"], shares=[("g", 1)])}
+            ),
+            "group 'g' contains itself",
+        ),
+    ],
+)
+async def test_a_bad_tree_is_rejected_and_the_previous_stays(tree: ShareTree, error: str) -> None:
+    core = core_with(ShareTree(shares=[("alice", 3), ("bob", 1)]))
+    core.apply(FairshareConfig(tree=tree))
+    [rejected] = core.take_decisions()
+    assert isinstance(rejected, EventRejected)
+    assert error in rejected.error
+    assert account(core, "alice").shares == 3
+    core.apply(QueueConfig(name="q", picker="fairshare", fairshare=tree))
+    [rejected] = core.take_decisions()
+    assert isinstance(rejected, EventRejected)
+    assert error in rejected.error
+    assert "queue q fairshare" in rejected.error
+    assert core.state.queues.get("q") is None or core.state.queues["q"].picker is None
+
+
+def test_share_trees_decode_with_field_paths() -> None:
+    decoder = msgspec.json.Decoder(FairshareConfig)
+    good = b'{"type":"fairshare_config","tree":{"shares":[["a",1],["default",2]]}}'
+    assert decoder.decode(good).tree == ShareTree(shares=[("a", 1), ("default", 2)])
+    with pytest.raises(msgspec.ValidationError, match=r"tree.shares\[0\]"):
+        decoder.decode(b'{"type":"fairshare_config","tree":{"shares":[["a",-1]]}}')
+    with pytest.raises(msgspec.ValidationError, match="unknown field"):
+        decoder.decode(b'{"type":"fairshare_config","tree":{"shares":[],"share":1}}')
+
+
+# ------------------------------------------------------------ properties
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    hosts=st.integers(1, 6),
+    slots=st.integers(1, 3),
+    run=st.integers(1, 7200),
+    rounds=st.integers(20, 80),
+    hist_hours=st.sampled_from([0.0, 5.0]),
+)
+async def test_equal_shares_keep_two_endless_users_within_one_job_of_usage(
+    hosts: int, slots: int, run: int, rounds: int, hist_hours: float
+) -> None:
+    clock = VirtualClock()
+    core = core_with(
+        ShareTree(shares=[("a", 1), ("b", 1)]), clock, hist_hours=hist_hours, recalc_interval=0
+    )
+    for i in range(hosts):
+        core.apply(up(f"h{i}", slots=3))
+    submitted = {"a": 0, "b": 0}
+    ends: dict[str, float] = {}
+
+    def top_up() -> None:
+        for user in ("a", "b"):
+            while submitted[user] - sum(1 for j in ends if j.startswith(user)) < 3 * hosts:
+                core.apply(submit(f"{user}{submitted[user]}", tasks=slots, user=user))
+                submitted[user] += 1
+
+    one_job = slots * run  # slot-seconds of one job
+    for _ in range(rounds):
+        top_up()
+        core.apply(GO)
+        await core.run_session()
+        for job_id in started(core.take_decisions()):
+            ends[job_id] = clock.now() + run
+        # Both accounts brought to now: charged usage within one job's worth.
+        a, b = account(core, "a"), account(core, "b")
+        for node in (a, b):
+            core._fairshare._advance(node, clock.now())
+        assert abs(a.usage - b.usage) <= one_job * (1 + 1e-9)
+        assert abs(a.slots - b.slots) <= slots
+        # The earliest running jobs end.
+        first = min(ends.values())
+        clock.advance_to(first)
+        for job_id, end in list(ends.items()):
+            if end <= first and core.state.job_state(job_id) is JobState.RUNNING:
+                core.apply(JobFinished(job_id=job_id))
+
+
+def with_users(events: list[InputEvent], tree: bool) -> list[InputEvent]:
+    head: list[InputEvent] = [
+        LimitsConfig(limits=[Limit(name="two", per_user=["all"], slots=3)]),
+    ]
+    if tree:
+        head.append(
+            FairshareConfig(
+                tree=ShareTree(
+                    shares=[("u0", 3), ("g", 1), ("default", 1)],
+                    groups={"g": UserGroup(members=["u1", "u2"], shares=[("u1", 2), ("u2", 1)])},
+                )
+            )
+        )
+    return [
+        *head,
+        *(
+            msgspec.structs.replace(e, user=f"u{i % 4}") if isinstance(e, JobSubmitted) else e
+            for i, e in enumerate(events)
+        ),
+    ]
+
+
+ops = st.lists(ops_over(SHAPES, [f"w{i}" for i in range(5)], sessions=2), min_size=1, max_size=70)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops, st.booleans(), st.sampled_from([2, 256]))
+async def test_cache_and_sleeping_never_change_a_fairshare_decision(
+    stream: list[tuple[Any, ...]], tree: bool, batch: int
+) -> None:
+    events = with_users(to_events(stream), tree)
+
+    def make(**options: Any) -> SchedulerCore:
+        config = SchedulerConfig(
+            picker="fairshare",
+            batch_size=batch,
+            fairshare=FairshareParams(recalc_interval=0),
+            **options,
+        )
+        return SchedulerCore(config, clock=VirtualClock())
+
+    fast = per_session(await run(events, make()))
+    assert fast == per_session(await run(events, make(sleep_blocked_groups=False)))
+    assert fast == per_session(await run(events, make(unsatisfiable_cache=False)))

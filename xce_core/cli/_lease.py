@@ -59,9 +59,19 @@ class Lease:
         return self._revision != 0
 
     async def open(self) -> None:
-        """Bind the bucket, creating it (``max_age`` = TTL) when missing."""
+        """Bind the bucket, creating it (``max_age`` = TTL) when missing; an
+        existing bucket's TTL replaces the one given (all holders share it)."""
         try:
             self._kv = await self._js.key_value(self._bucket)
+            status = await self._kv.status()
+            ttl = status.ttl
+            if ttl and abs(ttl - self.ttl) > 1e-3:
+                # The bucket's max_age is the TTL every holder's refreshes must beat.
+                _log.warning(
+                    "lease bucket %r has a TTL of %g s: using it, not %g s",
+                    *(self._bucket, ttl, self.ttl),
+                )
+                self.ttl = ttl
         except BucketNotFoundError:
             self._kv = await self._js.create_key_value(
                 KeyValueConfig(
@@ -123,8 +133,12 @@ class Lease:
         kv = self._kv
         if kv is None or not self.held:
             return
-        revision, self._revision = self._revision, 0
+        self._revision = 0
         try:
-            await kv.delete(self._key, last=revision)
-        except (nats.errors.Error, TimeoutError, KeyWrongLastSequenceError) as exc:
+            # The revision is read again: a refresh cancelled in flight may have
+            # been stored without this process learning its revision.
+            entry = await kv.get(self._key)
+            if entry.value == self.holder.encode() and entry.revision is not None:
+                await kv.delete(self._key, last=entry.revision)
+        except (nats.errors.Error, TimeoutError) as exc:
             _log.warning("lease release failed: %s", exc)

@@ -13,7 +13,8 @@ Every decision is one message on the decisions subject with three headers:
   messages are in flight, and a former holder of the lease still publishing
   is refused.
 
-Up to ``publish_window`` messages are in flight; acks are read in bulk. When
+Up to ``publish_window`` messages are in flight; one in ``_ACK_EVERY`` (and the
+last of a hand-over) asks for an ack, and acks are read in bulk. When
 an ack reports an error, or none arrives for ``_STALL_S`` (a server restart),
 or the connection comes back, the publisher **resyncs**: it reads the last
 message of the decisions stream, drops what its position shows stored, and
@@ -46,6 +47,11 @@ __all__ = ["DecisionPublisher", "Position", "parse_position"]
 Position = tuple[int, int]
 """``(input stream sequence, ordinal among the decisions it caused)``."""
 _NOTHING: Final[Position] = (0, -1)
+# Every this many messages, and the last one sent, ask for an ack; an ack of a
+# message proves its predecessors stored (each was checked against the one
+# before), and one refused breaks the chain, so the next acked message reports
+# it. Acks are most of the client's work otherwise.
+_ACK_EVERY: Final = 64
 # No ack for this long while messages are in flight: resync.
 _STALL_S: Final = 3.0
 _log = logging.getLogger("xce.run")
@@ -190,6 +196,8 @@ class DecisionPublisher:
             subject = self._options.decisions_subject
             reply = f"{self._prefix}.{self._generation}."
             publish = self._nc.publish
+            if self._sent == 0:  # nothing in flight: the ack clock starts now
+                self._progress_at = time.monotonic()
             try:
                 while self._sent < len(buffer) and not self._needs_resync:
                     number, position, msg_id, payload = buffer[self._sent]
@@ -198,7 +206,12 @@ class DecisionPublisher:
                         "Nats-Expected-Last-Sequence": str(self._last_seq),
                         POSITION_HEADER: f"{position[0]}.{position[1]}",
                     }
-                    await publish(subject, payload, reply=f"{reply}{number}", headers=headers)
+                    # Only some messages ask for an ack (see _ACK_EVERY).
+                    last = self._sent + 1 == len(buffer)
+                    if last or number % _ACK_EVERY == _ACK_EVERY - 1:
+                        await publish(subject, payload, f"{reply}{number}", headers=headers)
+                    else:
+                        await publish(subject, payload, headers=headers)
                     self._sent += 1
                     self._last_seq += 1
             except nats.errors.Error as exc:  # disconnected with a full buffer, say

@@ -310,3 +310,33 @@ async def test_server_restart_loses_nothing(nats_server: NatsServer) -> None:
         assert process.poll() is None
     finally:
         stop(process)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(7200)
+async def test_many_random_kills(nats_server: NatsServer) -> None:
+    """``$XCE_NATS_KILLS`` (default 1000) SIGKILLs at random times, with
+    snapshots every 50 events, then a clean run: the decisions stream equals an
+    uninterrupted run's, ids included."""
+    url = nats_server.url
+    payloads = scripted_stream(seed=5, jobs=1500)
+    expected = normal(stdin_decisions(payloads))
+    names = Names("many")
+    await names.publish(url, payloads)
+    rng = random.Random(5)
+    extra = ("--fetch-batch", "20", "--snapshot-every", "50")
+    for _ in range(int(os.environ.get("XCE_NATS_KILLS", "1000"))):
+        process = names.start(url, *extra)
+        await anyio.sleep(rng.uniform(0.3, 1.5))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        await anyio.sleep(rng.choice([0, 0.5, 1.1]))  # the lease may still be held
+    process = names.start(url, *extra)
+    try:
+        await wait_for(names, url, len(expected), patience=120)
+        await anyio.sleep(0.5)
+        got = await names.decisions_of(url, headers=True)
+        assert normal(got) == expected
+        assert len({d["_id"] for d in got}) == len(got)
+    finally:
+        stop(process)

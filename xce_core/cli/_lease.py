@@ -4,9 +4,11 @@ The lease is one key (the durable name) in a JetStream key-value bucket whose
 ``max_age`` is the lease TTL. Acquiring it is ``create`` (stored only if the
 key holds nothing: the server checks the subject's last sequence); holding it
 is ``update`` with the last revision, every third of the TTL; an entry nobody
-refreshes expires after the TTL and a standby's next ``create`` succeeds. A
-holder that cannot refresh for 90% of the TTL fences itself
-(:meth:`Lease.check` raises) before anyone else can have the key.
+refreshes expires after the TTL and a standby's next ``create`` succeeds.
+Before publishing, a holder whose last refresh is older than 90% of the TTL
+refreshes first (:meth:`Lease.ensure`): a process busy for longer than the TTL
+(a long session) takes the key back if no one else took it, and stops if
+someone did.
 """
 
 from __future__ import annotations
@@ -112,13 +114,44 @@ class Lease:
                     self._key, self.holder.encode(), last=self._revision
                 )
             except KeyWrongLastSequenceError:
-                self._revision = 0
-                raise LeaseLost("the lease is held by another process") from None
+                await self._take_back(started)
+                continue
             except (nats.errors.Error, TimeoutError) as exc:
                 _log.warning("lease refresh failed: %s", exc)
                 self.check()
                 continue
             self._renewed = started
+
+    async def _take_back(self, started: float) -> None:
+        """The key changed since our last refresh: it expired while this process
+        was too busy to refresh it (a long session), or another process has it.
+        Take it back if it is free; raise :class:`LeaseLost` otherwise. Safe
+        either way: decisions are chained by stream sequence, so a process that
+        went on alone cannot publish out of turn."""
+        assert self._kv is not None
+        try:
+            self._revision = await self._kv.create(self._key, self.holder.encode())
+        except KeyWrongLastSequenceError:
+            self._revision = 0
+            raise LeaseLost("the lease is held by another process") from None
+        _log.warning("the lease expired while this process was busy; taken back")
+        self._renewed = started
+
+    async def ensure(self) -> None:
+        """The fence before publishing: return at once if the lease was
+        refreshed recently enough that no one else can hold it yet, else
+        refresh it now; raises :class:`LeaseLost` if another process holds it."""
+        if time.monotonic() - self._renewed <= 0.9 * self.ttl:
+            return
+        kv = self._kv
+        assert kv is not None, "open() first"
+        started = time.monotonic()
+        try:
+            self._revision = await kv.update(self._key, self.holder.encode(), last=self._revision)
+        except KeyWrongLastSequenceError:
+            await self._take_back(started)
+            return
+        self._renewed = started
 
     def check(self) -> None:
         """Raise :class:`LeaseLost` unless the lease was refreshed recently

@@ -343,7 +343,7 @@ class _Service:
                 f"xce run: active; resuming from the snapshot at stream sequence "
                 f"{checkpoint.seq} (event index {checkpoint.events})"
             )
-        self._publisher = publisher = DecisionPublisher(nc, js, options, lease.check)
+        self._publisher = publisher = DecisionPublisher(nc, js, options, lease.ensure)
         await publisher.open()
         self._fetcher = fetcher = InputFetcher(nc, js, options, start)
         await fetcher.open()

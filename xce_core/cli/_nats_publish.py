@@ -27,10 +27,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Final, final
 
 import anyio
+import anyio.lowlevel
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -53,7 +54,8 @@ _NOTHING: Final[Position] = (0, -1)
 # it. Acks are most of the client's work otherwise.
 _ACK_EVERY: Final = 64
 # No ack for this long while messages are in flight: resync.
-_STALL_S: Final = 3.0
+_STALL_S: Final = 10.0
+_YIELD_EVERY: Final = 1000
 _log = logging.getLogger("xce.run")
 
 
@@ -73,8 +75,8 @@ class DecisionPublisher:
     ``published`` counts the decisions handed to :meth:`publish` (skipped ones
     included); ``acked`` counts those known stored, always a prefix of them.
     :meth:`run` must run in a task of its own while the publisher is used; it
-    reads acks and resyncs. ``fence()`` is called before anything is sent and
-    raises to stop a holder that may have lost its lease.
+    reads acks and resyncs. ``await fence()`` runs before anything is sent and
+    raises to stop a holder that lost its lease.
     """
 
     __slots__ = (
@@ -104,7 +106,7 @@ class DecisionPublisher:
         nc: Client,
         js: JetStreamContext,
         options: NatsOptions,
-        fence: Callable[[], None],
+        fence: Callable[[], Awaitable[None]],
     ) -> None:
         self._nc = nc
         self._js = js
@@ -150,6 +152,8 @@ class DecisionPublisher:
         before the stored tail are counted as acked and not sent."""
         encode = self._encoder.encode
         for position, msg_id, decision in decisions:
+            if self.published % _YIELD_EVERY == 0:  # a session's hand-over can be huge
+                await anyio.lowlevel.checkpoint()
             number = self.published
             self.published += 1
             if position <= self._stored:
@@ -191,7 +195,7 @@ class DecisionPublisher:
         if self._needs_resync or self._sent >= len(self._buffer):
             return
         async with self._lock:
-            self._fence()
+            await self._fence()
             buffer = self._buffer
             subject = self._options.decisions_subject
             reply = f"{self._prefix}.{self._generation}."
@@ -201,6 +205,8 @@ class DecisionPublisher:
             try:
                 while self._sent < len(buffer) and not self._needs_resync:
                     number, position, msg_id, payload = buffer[self._sent]
+                    if number % _YIELD_EVERY == 0:  # let acks and the lease through
+                        await anyio.lowlevel.checkpoint()
                     headers = {
                         "Nats-Msg-Id": msg_id,
                         "Nats-Expected-Last-Sequence": str(self._last_seq),

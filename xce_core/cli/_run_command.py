@@ -22,7 +22,7 @@ import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, final
+from typing import Any, NoReturn, final
 
 import anyio
 import anyio.abc
@@ -33,6 +33,7 @@ from click.core import ParameterSource
 from events import DECISION_TYPES, DEFAULT_MAX_FRAME, INPUT_TYPES, EventFormat
 from xce_core import (
     FairshareParams,
+    Registry,
     SchedulerConfig,
     SchedulerCore,
     XceError,
@@ -47,7 +48,8 @@ from xce_core.cli._endpoints import (
     stderr_line,
 )
 from xce_core.cli._logging import configure_logging, log_format_option, verbosity_options
-from xce_core.cli._policy import policy_options, read_policy
+from xce_core.cli._nats_options import NATS_ONLY, nats_options
+from xce_core.cli._policy import Policy, policy_options, read_policy
 from xce_core.cli._run import (
     EXIT_IO_ERROR,
     EXIT_OK,
@@ -310,6 +312,7 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
 )
 @verbosity_options
 @log_format_option
+@nats_options
 def run_command(
     input_path: str | None,
     listen: str | None,
@@ -338,15 +341,34 @@ def run_command(
     verbose: int,
     quiet: bool,
     log_format: str,
+    nats_url: str | None,
+    **nats: Any,
 ) -> None:
+    context = click.get_current_context()
+    if nats_url is None:
+        flags = {param.name: param.opts[0] for param in context.command.params}
+        for name in NATS_ONLY:
+            if context.get_parameter_source(name) is not ParameterSource.DEFAULT:
+                raise click.UsageError(f"{flags[name]} needs --nats")
+    else:
+        for name, value in (
+            ("input", input_path),
+            ("listen", listen),
+            ("output", output_path),
+            ("interval", interval),
+            ("strict", strict or None),
+            ("state-dir", state_dir),
+        ):
+            if value is not None:
+                # Sessions run at session_begin messages only, so a replay decides the same.
+                raise click.UsageError(f"--nats and --{name} are mutually exclusive")
     if input_path is not None and listen is not None:
         raise click.UsageError("--input and --listen are mutually exclusive")
     listen_options = None
-    context = click.get_current_context()
-    if state_dir is None:
+    if state_dir is None and nats_url is None:
         for name in ("snapshot_every", "snapshot_interval"):
             if context.get_parameter_source(name) is not ParameterSource.DEFAULT:
-                raise click.UsageError(f"--{name.replace('_', '-')} needs --state-dir")
+                raise click.UsageError(f"--{name.replace('_', '-')} needs --state-dir or --nats")
     if listen is None:
         for name in ("once", "reply", "idle_timeout", "max_connections"):
             if context.get_parameter_source(name) is not ParameterSource.DEFAULT:
@@ -379,6 +401,12 @@ def run_command(
         raise click.BadParameter(message, param_hint=option)
     # Tracebacks of faults the core survived go to stderr; stdout carries decisions.
     configure_logging(verbose, quiet, log_format)  # type: ignore[arg-type]  # a click.Choice
+    if nats_url is not None:
+        formats = dict(format=input_format, output_format=output_format or input_format)
+        nats["snapshot_every"] = snapshot_every
+        nats["snapshot_interval"] = snapshot_interval
+        metrics = _metrics(metrics_address, None, None)
+        _serve_nats(config, registry, rules, nats_url, max_frame, formats | nats, metrics)
     source = listen or input_path or "stdin"
     _log.info("reading %s events from %s, writing decisions to %s", input_format, source,
               output_path or "stdout")  # fmt: skip
@@ -421,6 +449,56 @@ def run_command(
         if metrics is not None:
             metrics.close()
     _log.info("exit status %d", status)
+    sys.exit(status)
+
+
+def _serve_nats(
+    config: SchedulerConfig,
+    registry: Registry,
+    rules: Policy | None,
+    url: str,
+    max_frame: int,
+    options: dict[str, Any],
+    metrics: Any,
+) -> NoReturn:
+    """``xce run --nats``: exits with the service's status."""
+    try:
+        from xce_core.cli._checkpoint import Checkpoint
+        from xce_core.cli._nats import MessageClock, serve_nats
+        from xce_core.cli._nats_streams import NatsOptions
+    except ImportError as exc:
+        raise click.ClickException(
+            f"--nats needs the NATS client: pip install 'xce[nats]' ({exc})"
+        ) from None
+
+    def make_core(checkpoint: Checkpoint | None, clock: MessageClock) -> SchedulerCore:
+        if checkpoint is not None:
+            core = SchedulerCore.restore(
+                checkpoint.state,
+                registry=registry,
+                clock=clock,
+                on_internal_error=log_internal_error,
+            )
+            if core.config != config:
+                stderr_line("xce run: the snapshot's scheduling options stand, not the given ones")
+            return core  # the policy is in the snapshot, with any limits_config since
+        core = SchedulerCore(
+            config, registry=registry, clock=clock, on_internal_error=log_internal_error
+        )
+        if rules is not None:
+            for event in rules.events:
+                core.apply(event, index=-1, counted=False)
+        return core
+
+    nats_options = NatsOptions(url=url, max_frame=max_frame, **options)
+    status = EXIT_IO_ERROR
+    try:
+        status = run_async(functools.partial(serve_nats, nats_options, make_core, metrics))
+    except* (OSError, XceError) as group:
+        stderr_line(f"xce run: {_first_leaf(group)}")
+    finally:
+        if metrics is not None:
+            metrics.close()
     sys.exit(status)
 
 
@@ -468,7 +546,9 @@ def _resume(
     return resumed.core, schedule
 
 
-def _metrics(address: str | None, core: SchedulerCore, snapshots: SnapshotSchedule | None) -> Any:
+def _metrics(
+    address: str | None, core: SchedulerCore | None, snapshots: SnapshotSchedule | None
+) -> Any:
     """``--metrics``: a serving :class:`RunMetrics`, or ``None``."""
     if address is None:
         return None
@@ -486,7 +566,8 @@ def _metrics(address: str | None, core: SchedulerCore, snapshots: SnapshotSchedu
     if snapshots is not None:
         state_dir = snapshots.state_dir
         metrics.track_snapshots(lambda: state_dir.last_written)
-    metrics.refresh(core)
+    if core is not None:
+        metrics.refresh(core)
     try:
         bound = metrics.serve(host, port)
     except OSError as exc:
@@ -496,7 +577,7 @@ def _metrics(address: str | None, core: SchedulerCore, snapshots: SnapshotSchedu
     return observer
 
 
-def _first_leaf(group: BaseExceptionGroup[OSError]) -> BaseException:
+def _first_leaf(group: BaseExceptionGroup[Exception]) -> BaseException:
     first: BaseException = group
     while isinstance(first, BaseExceptionGroup):
         first = first.exceptions[0]

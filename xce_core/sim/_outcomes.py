@@ -340,13 +340,13 @@ class OutcomeTable(Sequence[JobOutcome]):
         head = hosts[0]
         first = index.get(head.host)
         if first is not None:
-            want, slots = first, head.slots
+            want, size = first, head.slots
             for h in hosts:
-                if index.get(h.host) != want or h.slots != slots:
+                if index.get(h.host) != want or h.slots != size:
                     break
                 want += 1
             else:
-                self._add_run(first, len(hosts), slots)
+                self._add_run(first, len(hosts), size)
                 return
         names = list(map(_HOST, hosts))
         try:

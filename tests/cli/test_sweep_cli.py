@@ -64,6 +64,7 @@ def sweep(*args: str | Path, code: int = 0) -> tuple[str, str]:
 
 
 def test_end_to_end_table_cache_and_plots(study: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra
     _, stderr = sweep(study, "--jobs", "1", "--plots", tmp_path / "plots")
     table = tmp_path / "study.csv"
     with table.open(newline="") as file:

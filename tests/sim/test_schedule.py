@@ -98,6 +98,8 @@ async def test_schedule_columns_agree_with_the_outcomes() -> None:
 async def test_every_schedule_format_reads_back_as_the_schedule(
     tmp_path: Path, suffix: str
 ) -> None:
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow.parquet")  # the parquet extra
     result = await replay()
     path = tmp_path / f"schedule{suffix}"
     assert write_schedule(path, result.jobs) == len(result.jobs)
@@ -120,6 +122,8 @@ async def test_every_schedule_format_reads_back_as_the_schedule(
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 async def test_every_timeseries_format_reads_back(tmp_path: Path, suffix: str) -> None:
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow.parquet")  # the parquet extra
     result = await replay()
     path = tmp_path / f"series{suffix}"
     columns = timeseries_columns(result.jobs)

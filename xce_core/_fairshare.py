@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 __all__ = ["Fairshare", "ShareNode", "ShareTreeState", "dynamic_priority"]
 
 DEFAULT = "default"
+# Levels of hierarchical groups a share tree may nest (LSF trees are a few deep;
+# the bound keeps building one, and walking it, shallow).
+MAX_DEPTH = 32
 
 
 def dynamic_priority(
@@ -177,6 +180,10 @@ class ShareTreeState:
         where: str,
         within: tuple[str, ...],
     ) -> None:
+        if len(within) > MAX_DEPTH:
+            raise EventInconsistent(
+                f"{where}: groups nested more than {MAX_DEPTH} deep ({' > '.join(within)})"
+            )
         seen: set[str] = set()
         for name, shares in entries:
             if name in seen:

@@ -368,3 +368,14 @@ async def test_cache_and_sleeping_never_change_a_fairshare_decision(
     assert [(n, alloc, end) for n, alloc, _, end in fast] == [
         (n, alloc, end) for n, alloc, _, end in uncached
     ]
+
+
+async def test_a_share_tree_nested_too_deep_is_rejected_with_its_path() -> None:
+    groups = {f"g{i}": UserGroup(members=[f"u{i}"], shares=[(f"g{i + 1}", 1)]) for i in range(40)}
+    groups["g40"] = UserGroup(members=["last"])
+    core = core_with(ShareTree(shares=[("alice", 1)]))
+    core.apply(FairshareConfig(tree=ShareTree(shares=[("g0", 1)], groups=groups)))
+    [rejected] = core.take_decisions()
+    assert isinstance(rejected, EventRejected)
+    assert "nested more than 32 deep (g0 > g1 > " in rejected.error
+    assert account(core, "alice").shares == 1  # the previous tree stands

@@ -16,14 +16,14 @@ second session within 2x of the fcfs figure.
 from __future__ import annotations
 
 import argparse
-import random
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
 from bench_alloc import SHAPES, report, timed_session, workers
+from bench_queue import deep_queue
 
-from events import JobFinished, JobSubmitted, Limit, LimitsConfig
+from events import JobSubmitted, Limit, LimitsConfig
 from xce_core import SchedulerConfig, SchedulerCore, VirtualClock
 from xce_core.runtime import loop_options
 
@@ -60,36 +60,18 @@ async def b11(scale: float) -> None:
     report("B11", f"fairshare / fcfs: {ratio:.0%}", ">= 70%")
 
 
-async def deep_queue(scale: float, picker: str, limit: bool) -> tuple[float, float, float]:
+async def fair_queue(scale: float, picker: str, limit: bool) -> tuple[float, float, float]:
     core = core_for(picker)
     if limit:
         core.apply(LimitsConfig(limits=[Limit(name="per_user", per_user=["all"], slots=200)]))
-    workers(core, int(10_000 * scale), 32)
-    rng = random.Random(9)
-    for i in range(int(400_000 * scale)):
-        core.apply(
-            JobSubmitted(
-                job_id=f"j{i}",
-                user=f"u{rng.randrange(2000)}",
-                submit_time=float(i),
-                resreq=SHAPES[i % len(SHAPES)],
-                max_tasks=1,
-            )
-        )
-    core.take_decisions()
-    first, _ = await timed_session(core)
-    running = [job_id for job_id, job in core.state.jobs.items() if job.state.value == "running"]
-    for job_id in rng.sample(running, min(1000, len(running))):
-        core.apply(JobFinished(job_id=job_id))
-    core.take_decisions()
-    second, _ = await timed_session(core)
-    third, _ = await timed_session(core)
+    sessions = await deep_queue(core, scale)
+    first, second, third = (seconds for seconds, _ in sessions)
     return first, second, third
 
 
 async def b12(scale: float) -> None:
-    base = await deep_queue(scale, "fcfs", limit=False)
-    fair = await deep_queue(scale, "fairshare", limit=True)
+    base = await fair_queue(scale, "fcfs", limit=False)
+    fair = await fair_queue(scale, "fairshare", limit=True)
     for name, (first, second, third) in (("fcfs", base), ("fairshare+limit", fair)):
         report(
             "B12",

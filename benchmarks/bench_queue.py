@@ -21,8 +21,12 @@ from xce_core import SchedulerCore
 from xce_core.runtime import loop_options
 
 
-async def b9(scale: float) -> None:
-    core = SchedulerCore()
+async def deep_queue(
+    core: SchedulerCore, scale: float
+) -> tuple[tuple[float, int], tuple[float, int], tuple[float, int]]:
+    """B9's three sessions on ``core``: (seconds, decisions) of the one that
+    fills the cluster, the one after 1,000 finishes, and one with nothing
+    changed. Also ``bench_fairshare.py``'s B12."""
     workers(core, int(10_000 * scale), 32)
     rng = random.Random(9)
     for i in range(int(400_000 * scale)):
@@ -36,13 +40,17 @@ async def b9(scale: float) -> None:
             )
         )
     core.take_decisions()
-    first, started = await timed_session(core)
+    fill = await timed_session(core)
     running = [job_id for job_id, job in core.state.jobs.items() if job.state.value == "running"]
     for job_id in rng.sample(running, min(1000, len(running))):
         core.apply(JobFinished(job_id=job_id))
     core.take_decisions()
-    second, decided = await timed_session(core)
-    third, _ = await timed_session(core)
+    after = await timed_session(core)
+    return fill, after, await timed_session(core)
+
+
+async def b9(scale: float) -> None:
+    (first, started), (second, decided), (third, _) = await deep_queue(SchedulerCore(), scale)
     report("B9", f"session 1: {first:.2f} s ({started:,} decisions)", "(information)")
     report(
         "B9", f"after 1,000 finishes: {second * 1000:.1f} ms ({decided:,} decisions)", "<= 50 ms"

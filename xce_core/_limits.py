@@ -225,11 +225,7 @@ class Limits:
                 continue
             if limit.hosts is not None and "all" not in limit.hosts:
                 # The listed hosts together: none may take more than is left.
-                used = self._usage.get((index, (*key, "*"))) or _Usage()
-                room = limit.slots - used.slots if limit.slots is not None else 1 << 30
-                if limit.jobs is not None and used.jobs >= limit.jobs:
-                    room = 0
-                room = max(room, 0)
+                room = _room(limit, self._usage.get((index, (*key, "*"))) or _Usage())
                 for host in limit.hosts:
                     if room < rooms.get(host, 1 << 30):
                         rooms[host] = room
@@ -246,13 +242,11 @@ class Limits:
             who = _who(key)
             scope = f"PER_HOST, {who}" if who else "PER_HOST"
             for host, used in self._hosts.get((index, (*key,)), {}).items():
-                room = limit.slots - used.slots if limit.slots is not None else 1 << 30
+                room = _room(limit, used)
                 if limit.jobs is not None and used.jobs >= limit.jobs:
-                    room = 0
                     what = f"JOBS ({scope}): {limit.jobs}/{limit.jobs}"
                 else:
                     what = f"SLOTS ({scope}): {limit.slots}/{limit.slots}"
-                room = max(room, 0)
                 if room < rooms.get(host, 1 << 30):
                     rooms[host] = room
                     if reason is None or room == 0:
@@ -267,31 +261,33 @@ class Limits:
 
 def queue_limits(event: QueueConfig) -> list[Limit]:
     """The limits LSF's queue shorthands stand for: ``UJOB_LIMIT`` (slots per
-    user in the queue) and ``QJOB_LIMIT`` (slots of the whole queue)."""
-    limits = []
-    if event.ujob_limit is not None:
-        limits.append(
-            Limit(
-                name=f"{event.name}:UJOB_LIMIT",
-                queues=[event.name],
-                per_user=["all"],
-                slots=event.ujob_limit,
-            )
+    user in the queue), ``QJOB_LIMIT`` (slots of the whole queue) and
+    ``HJOB_LIMIT`` (the queue's slots per host)."""
+    every = ["all"]
+    shorthands: tuple[tuple[str, int | None, list[str] | None, list[str] | None], ...] = (
+        ("UJOB_LIMIT", event.ujob_limit, every, None),
+        ("QJOB_LIMIT", event.qjob_limit, None, None),
+        ("HJOB_LIMIT", event.hjob_limit, None, every),
+    )
+    return [
+        Limit(
+            name=f"{event.name}:{what}",
+            queues=[event.name],
+            per_user=per_user,
+            per_host=per_host,
+            slots=slots,
         )
-    if event.qjob_limit is not None:
-        limits.append(
-            Limit(name=f"{event.name}:QJOB_LIMIT", queues=[event.name], slots=event.qjob_limit)
-        )
-    if event.hjob_limit is not None:
-        limits.append(
-            Limit(
-                name=f"{event.name}:HJOB_LIMIT",
-                queues=[event.name],
-                per_host=["all"],
-                slots=event.hjob_limit,
-            )
-        )
-    return limits
+        for what, slots, per_user, per_host in shorthands
+        if slots is not None
+    ]
+
+
+def _room(limit: Limit, used: _Usage) -> int:
+    """Slots one more job covered by ``limit`` may take beside ``used`` (0 when
+    its jobs cap is reached; a large number when it caps no slots)."""
+    if limit.jobs is not None and used.jobs >= limit.jobs:
+        return 0
+    return max(limit.slots - used.slots, 0) if limit.slots is not None else 1 << 30
 
 
 def _amounts(claims: Claims, shared: dict[str, float]) -> dict[str, float]:

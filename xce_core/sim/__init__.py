@@ -18,7 +18,7 @@ from xce_core.sim._cluster import (
     load_cluster,
 )
 from xce_core.sim._outcomes import STATUS_NAMES, OutcomeArrays, OutcomeColumns, OutcomeTable
-from xce_core.sim._plot import check_plot, plot_timeline, timeline, user_usage
+from xce_core.sim._plot import check_plot, plot_timeline, pyplot, timeline, user_usage
 from xce_core.sim._provenance import Provenance, TraceInfo, file_sha256, provenance, xce_version
 from xce_core.sim._replay import Progress, job_request, run_limit, simulate
 from xce_core.sim._report import (
@@ -129,6 +129,7 @@ __all__ = [
     "output_format",
     "parse_swf_line",
     "plot_timeline",
+    "pyplot",
     "provenance",
     "read_swf",
     "run_limit",

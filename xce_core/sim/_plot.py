@@ -13,7 +13,7 @@ from xce_core import XceError
 from xce_core.sim._outcomes import JobOutcome, OutcomeColumns
 from xce_core.sim._report import SimResult
 
-__all__ = ["check_plot", "plot_timeline", "timeline", "user_usage"]
+__all__ = ["check_plot", "plot_timeline", "pyplot", "timeline", "user_usage"]
 
 
 def timeline(outcomes: Iterable[JobOutcome]) -> tuple[list[float], list[int], list[int]]:
@@ -82,9 +82,9 @@ def user_usage(
     return times, series
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     """matplotlib's pyplot on the Agg backend; :class:`XceError` saying how to
-    install it when missing."""
+    install it when missing (the simulator's and the sweep's plots)."""
     try:
         # Imported by name: matplotlib is an optional extra without type stubs here.
         matplotlib: Any = importlib.import_module("matplotlib")
@@ -100,7 +100,7 @@ def check_plot(path: Path) -> None:
     """Check, before a replay, what :func:`plot_timeline` will need: raises
     :class:`XceError` when matplotlib does not import, ``ValueError`` when it does
     not write the format of ``path``'s suffix (none: PNG). Does not touch ``path``."""
-    plt = _pyplot()
+    plt = pyplot()
     suffix = path.suffix[1:].lower()
     fig = plt.figure()
     formats = fig.canvas.get_supported_filetypes()
@@ -117,7 +117,7 @@ def plot_timeline(result: SimResult, path: Path, title: str = "", users: int = 0
     suffix), and with ``users`` > 0 a third panel: the running slots of the
     ``users`` heaviest users, stacked. Raises :class:`XceError` telling how to
     install matplotlib if missing, ``OSError`` if ``path`` cannot be written."""
-    plt = _pyplot()
+    plt = pyplot()
     times, busy, queued = timeline(result.jobs)
     total = result.summary.total_slots or 1
     hours = [t / 3600.0 for t in times]

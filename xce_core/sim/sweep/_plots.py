@@ -4,15 +4,13 @@ time; one panel per scenario (trace and cluster)."""
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Sequence
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, Final
 
-from xce_core import XceError
-from xce_core.sim import BOUNDED_SLOWDOWN_TAU
+from xce_core.sim import BOUNDED_SLOWDOWN_TAU, pyplot
 from xce_core.sim.sweep._runs import RunRecord, SweepRun
 
 __all__ = ["PLOT_FILES", "check_plots", "plot_comparison", "queue_length"]
@@ -22,21 +20,9 @@ PLOT_FILES: Final = ("wait.png", "slowdown.png", "queue.png")
 Scenario = tuple[str, str]
 
 
-def _pyplot() -> Any:
-    try:
-        # By name: matplotlib is an optional extra without type stubs here.
-        matplotlib: Any = importlib.import_module("matplotlib")
-        matplotlib.use("Agg")
-        return importlib.import_module("matplotlib.pyplot")
-    except ImportError:
-        raise XceError(
-            "--plots needs matplotlib: pip install 'xce[plot]' (or pip install matplotlib)"
-        ) from None
-
-
 def check_plots() -> None:
     """Before a sweep: raises :class:`XceError` when matplotlib does not import."""
-    _pyplot()
+    pyplot()
 
 
 def queue_length(record: RunRecord) -> tuple[list[float], list[int]]:
@@ -76,7 +62,7 @@ def plot_comparison(rows: Sequence[tuple[SweepRun, RunRecord]], directory: Path)
     """Draw ``wait.png``, ``slowdown.png`` and ``queue.png`` into ``directory``
     (created if missing) and return their paths. Raises :class:`XceError`
     when matplotlib is missing, ``OSError`` when a file cannot be written."""
-    plt = _pyplot()
+    plt = pyplot()
     directory.mkdir(parents=True, exist_ok=True)
     scenarios = _scenarios(rows)
     written: list[Path] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import enum
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -472,6 +472,11 @@ class Job:
         )
 
 
+GroupHome: TypeAlias = int | tuple[int, int, str]
+"""A group's key in ``ClusterState.groups``: its fingerprint, or (fingerprint,
+share account id, queue) for a fairshare queue's jobs."""
+
+
 class JobGroup:
     """Pending jobs sharing a fingerprint, in policy order, kept across sessions.
 
@@ -513,12 +518,16 @@ class JobGroup:
     )
 
     def __init__(
-        self, fingerprint: int, gid: int, account: ShareNode | None = None, home: Hashable = None
+        self,
+        fingerprint: int,
+        gid: int,
+        account: ShareNode | None = None,
+        home: GroupHome | None = None,
     ) -> None:
         self.fingerprint = fingerprint
         self.gid = gid
         self.account = account
-        self.home = fingerprint if home is None else home
+        self.home: GroupHome = fingerprint if home is None else home
         self.jobs: list[Job] = []
         self.head = 0
         self.pos = 0

@@ -196,7 +196,9 @@ class PolicyOrder:
         if account is None:
             heapq.heappush(self._heap, entry)
             return
-        queue = group.jobs[group.head].queue
+        home = group.home
+        assert isinstance(home, tuple)  # (fingerprint, account id, queue)
+        queue = home[2]
         lane = self._lanes.get((account.uid, queue))
         if lane is None:
             lane = self._lanes[account.uid, queue] = Lane(account, -group.gid)

@@ -48,7 +48,17 @@ from xce_core._config import SchedulerConfig
 from xce_core._errors import SnapshotError
 from xce_core._fairshare import Fairshare
 from xce_core._limits import Limits, _Usage
-from xce_core._model import DONE, PENDING, REJECTED, RUNNING, Job, JobGroup, Queue, Worker
+from xce_core._model import (
+    DONE,
+    PENDING,
+    REJECTED,
+    RUNNING,
+    GroupHome,
+    Job,
+    JobGroup,
+    Queue,
+    Worker,
+)
 from xce_core._order import OrderKeys
 from xce_core._pending import PendingQueue
 from xce_core._registry import Registry
@@ -442,7 +452,11 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
     members_seen = 0
     for g in snap.groups:
         account = nodes[g.account] if g.account is not None else None
-        home = g.fingerprint if account is None else (g.fingerprint, g.account, g.queue)
+        home: GroupHome = g.fingerprint
+        if account is not None:
+            if g.queue is None:
+                raise SnapshotError(f"inconsistent snapshot: fairshare group {g.gid} has no queue")
+            home = (g.fingerprint, account.uid, g.queue)
         group = JobGroup(g.fingerprint, g.gid, account, home)
         if account is not None:
             account.groups.add(group)

@@ -9,7 +9,7 @@ its use, simply has nothing free until jobs finish.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
@@ -23,6 +23,7 @@ from xce_core._model import (
     REJECTED,
     RUNNING,
     SLOTS,
+    GroupHome,
     Job,
     JobGroup,
     JobShape,
@@ -110,7 +111,7 @@ class ClusterState:
         self.ended: dict[str, JobState] = {}
         # Pending-job groups by home: the fingerprint, or (fingerprint, account
         # id, queue) for a fairshare queue's jobs.
-        self.groups: dict[Hashable, JobGroup] = {}
+        self.groups: dict[GroupHome, JobGroup] = {}
         self.consumables: set[str] = set()
         # Capacity totals over usable workers, kept exact by every change of a
         # worker's slots, use or usability (so a session reads them in O(1)):
@@ -321,7 +322,7 @@ class ClusterState:
         account = self.account_of(job, queue)
         # A fairshare group holds one account's jobs of one queue (its lane in
         # the policy order is the account's in that queue).
-        home: Hashable = fp if account is None else (fp, account.uid, queue.name)
+        home: GroupHome = fp if account is None else (fp, account.uid, queue.name)
         group = self.groups.get(home)
         if group is None:
             self._groups_made += 1

@@ -51,6 +51,7 @@ from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
 from xce_core._dispatch import Dispatcher
 from xce_core._errors import XceError
+from xce_core._fairgroup import FairGroup
 from xce_core._fairshare import Fairshare
 from xce_core._faults import (
     INTERNAL_ERROR,
@@ -629,9 +630,9 @@ class SchedulerCore:
         self.scratch.committed()
         if self._limits:
             self._limits.charge(job, ctx.journal, ctx.shared, +1)
-        group = job.group
-        if group is not None and group.account is not None:
-            self._fairshare.started(job, group.account, self.scratch.now)
+        if isinstance(job.group, FairGroup):
+            fairshare = self._fairshare
+            fairshare.started(job, fairshare.account(job.user, job.queue), self.scratch.now)
         stats.allocated += 1
         self._outbox.append(JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts))
         return True

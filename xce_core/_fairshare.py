@@ -47,8 +47,8 @@ from xce_core._model import RUNNING
 from xce_core._state import EventInconsistent
 
 if TYPE_CHECKING:
-    from xce_core._model import Job, JobGroup, Queue
-    from xce_core._order import Lane
+    from xce_core._fairgroup import FairGroup
+    from xce_core._model import Job, Queue
     from xce_core._registry import Registry
     from xce_core._state import ClusterState
 
@@ -81,7 +81,6 @@ class ShareNode:
         "depth",
         "frozen",
         "groups",
-        "lanes",
         "level",
         "members",
         "name",
@@ -119,10 +118,8 @@ class ShareNode:
         self.default: int | None = None
         self.level = parent is None
         self.children: list[ShareNode] = []
-        # Job groups of this account, and their lanes in the policy order, one
-        # per queue (leaves only).
-        self.groups: set[JobGroup] = set()
-        self.lanes: list[Lane] = []
+        # The fair groups with a run of this account's jobs (leaves only).
+        self.groups: set[FairGroup] = set()
 
     def path_key(self) -> tuple[float | int, ...]:
         """From the top level down: ``(-priority, 1, uid)`` of each group node,

@@ -10,13 +10,11 @@ import bisect
 import enum
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from itertools import islice
+from typing import Any, TypeAlias
 
 from xce_core._results import PendReason, Want
 from xce_core.resreq import ResReq, Value
-
-if TYPE_CHECKING:
-    from xce_core._fairshare import ShareNode
 
 __all__ = [
     "AMOUNT_TOLERANCE",
@@ -472,9 +470,9 @@ class Job:
         )
 
 
-GroupHome: TypeAlias = int | tuple[int, int, str]
+GroupHome: TypeAlias = int | tuple[int, str]
 """A group's key in ``ClusterState.groups``: its fingerprint, or (fingerprint,
-share account id, queue) for a fairshare queue's jobs."""
+queue) for a fairshare queue's jobs (a ``FairGroup``)."""
 
 
 class JobGroup:
@@ -493,14 +491,12 @@ class JobGroup:
     valid one, ``key`` its order key); ``asleep`` holds the reason while the
     group sleeps; ``seen`` is the last session that covered it.
 
-    Under fairshare (:mod:`xce_core._fairshare`) a group holds one shape of one
-    share ``account`` and sits in the order by that account's priority; ``home``
-    is its key in ``ClusterState.groups`` (the fingerprint, or the fingerprint
-    and the account's id).
+    ``home`` is its key in ``ClusterState.groups``: the fingerprint, or for a
+    fairshare queue's :class:`~xce_core._fairgroup.FairGroup` the fingerprint
+    and the queue.
     """
 
     __slots__ = (
-        "account",
         "asleep",
         "fingerprint",
         "gid",
@@ -517,16 +513,9 @@ class JobGroup:
         "unsettled",
     )
 
-    def __init__(
-        self,
-        fingerprint: int,
-        gid: int,
-        account: ShareNode | None = None,
-        home: GroupHome | None = None,
-    ) -> None:
+    def __init__(self, fingerprint: int, gid: int, home: GroupHome | None = None) -> None:
         self.fingerprint = fingerprint
         self.gid = gid
-        self.account = account
         self.home: GroupHome = fingerprint if home is None else home
         self.jobs: list[Job] = []
         self.head = 0
@@ -569,6 +558,18 @@ class JobGroup:
                 self.head = at
         self.unsettled.append(job)
         self.live += 1
+
+    def covered_pending(self) -> int:
+        """Pending members this session took one by one (``jobs[head:pos]``)."""
+        return sum(1 for job in islice(self.jobs, self.head, self.pos) if job.state is PENDING)
+
+    def rest_pending(self) -> list[Job]:
+        """Pending members this session has not taken (``jobs[pos:]``)."""
+        return [job for job in islice(self.jobs, self.pos, None) if job.state is PENDING]
+
+    def close(self) -> None:
+        """Nothing more to take this session (it was settled whole)."""
+        self.pos = len(self.jobs)
 
     def __repr__(self) -> str:
         return f"JobGroup(fp={self.fingerprint}, live={self.live})"

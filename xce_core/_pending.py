@@ -12,7 +12,6 @@ group it covered to sleep, back in the order, or away (nothing pending).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from itertools import islice
 from typing import TYPE_CHECKING
 
 from xce_core._model import PENDING, Job, JobGroup
@@ -142,11 +141,8 @@ class PendingQueue:
         """Pend (through ``pend``) every not-yet-covered member of ``group``, whose
         shape failed this session with ``reason``. Only members whose reported
         category changes produce a decision."""
-        jobs = group.jobs
-        start = group.pos
-        group.pos = len(jobs)
-        # Members before ``start`` were covered one by one this session.
-        covered = sum(1 for job in islice(jobs, group.head, start) if job.state is PENDING)
+        # Members taken one by one this session were covered already.
+        covered = group.covered_pending()
         if group.settled_reason == reason.category:
             # Every pending member reports this category already, except those
             # added since the group last settled: only they are visited, so a
@@ -155,8 +151,9 @@ class PendingQueue:
             stale = [job for job in group.unsettled if job.state is PENDING]
             pend(group.live - covered, stale, reason, stats, cached=True)
         else:
-            members = [job for job in islice(jobs, start, None) if job.state is PENDING]
+            members = group.rest_pending()
             pend(len(members), members, reason, stats, cached=True)
+        group.close()
         group.settled_reason = reason.category
         group.unsettled = []
 

@@ -46,7 +46,8 @@ from xce_core._admission import ShapeCache
 from xce_core._backfill import Reservation
 from xce_core._config import SchedulerConfig
 from xce_core._errors import SnapshotError
-from xce_core._fairshare import Fairshare
+from xce_core._fairgroup import AccountRun, FairGroup
+from xce_core._fairshare import Fairshare, ShareNode
 from xce_core._limits import Limits, _Usage
 from xce_core._model import (
     DONE,
@@ -71,6 +72,7 @@ from xce_core._snapshot_format import (
     JobRecord,
     LimitUsageRecord,
     ReservationRecord,
+    RunRecord,
     Snapshot,
     WorkerRecord,
     collector_paused,
@@ -78,12 +80,7 @@ from xce_core._snapshot_format import (
     encode_snapshot,
     read_snapshot,
 )
-from xce_core._snapshot_shares import (
-    lane_groups,
-    load_lanes,
-    load_shares,
-    write_shares,
-)
+from xce_core._snapshot_shares import load_shares, write_shares
 from xce_core._state import ClusterState
 
 __all__ = [
@@ -184,19 +181,18 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
     for group in (*sleepers.groups.values(), *sleepers._woken):
         groups.setdefault(group.gid, group)
     # A broken order is rebuilt from the groups before the next session: its
-    # heap and lanes decide nothing (and may name accounts of a replaced tree).
+    # heap decides nothing (and may name groups of a replaced share tree).
     heap = [] if order.broken else order._heap
     for entry in heap:
-        if isinstance(entry[-1], JobGroup):
-            groups.setdefault(entry[-1].gid, entry[-1])
-    if not order.broken:
-        for group in lane_groups(order):
-            groups.setdefault(group.gid, group)
+        groups.setdefault(entry[-1].gid, entry[-1])
     group_records = []
     for group in groups.values():
         members = [job_index[j.job_id] for j in group.jobs if j.state is PENDING]
         unsettled = [job_index[j.job_id] for j in group.unsettled if j.state is PENDING]
         asleep = group.asleep
+        fair: dict[str, Any] = {}
+        if isinstance(group, FairGroup):
+            fair = _fair_record(group, job_index)
         group_records.append(
             GroupRecord(
                 gid=group.gid,
@@ -210,8 +206,7 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
                 seen=group.seen,
                 asleep=(asleep.category, asleep.detail) if asleep is not None else None,
                 mapped=state.groups.get(group.home) is group,
-                account=None if group.account is None else group.account.uid,
-                queue=None if group.account is None else group.home[2],  # type: ignore[index]
+                **fair,
             )
         )
 
@@ -297,9 +292,7 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
         pickers=pickers,
         announced=announced,
         reservation=reservation,
-        shares=(
-            write_shares(parts.fairshare, order, job_index) if parts.fairshare.configured else None
-        ),
+        shares=(write_shares(parts.fairshare, job_index) if parts.fairshare.configured else None),
     )
     return encode_snapshot(snapshot)
 
@@ -451,15 +444,12 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
     groups: dict[int, JobGroup] = {}
     members_seen = 0
     for g in snap.groups:
-        account = nodes[g.account] if g.account is not None else None
         home: GroupHome = g.fingerprint
-        if account is not None:
-            if g.queue is None:
-                raise SnapshotError(f"inconsistent snapshot: fairshare group {g.gid} has no queue")
-            home = (g.fingerprint, account.uid, g.queue)
-        group = JobGroup(g.fingerprint, g.gid, account, home)
-        if account is not None:
-            account.groups.add(group)
+        if g.queue is None:
+            group = JobGroup(g.fingerprint, g.gid)
+        else:
+            home = (g.fingerprint, g.queue)
+            group = _fair_group(g, home, nodes, jobs)
         members = [jobs[i] for i in g.members]
         for job in members:
             if job.state is not PENDING or job.group is not None:
@@ -487,11 +477,7 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
             f"inconsistent snapshot: {state.pending_count} pending jobs, {members_seen} in groups"
         )
     order = parts.pending._order
-    lanes = load_lanes(shares, order, nodes, groups) if shares is not None else {}
-    order._heap = [
-        (*key, gid, ticket, groups[gid] if gid > 0 else lanes[gid])
-        for key, gid, ticket in snap.heap
-    ]
+    order._heap = [(*key, gid, ticket, groups[gid]) for key, gid, ticket in snap.heap]
     order.broken = snap.order_broken
     sleepers = parts.pending._sleepers
     by_gid = {g.gid: g for g in snap.groups}
@@ -539,6 +525,44 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
             backfill._planner._last = last
             backfill._planner._last_releases = res.releases
     parts.outbox[:] = snap.outbox
+
+
+def _fair_record(group: FairGroup, job_index: dict[str, int]) -> dict[str, Any]:
+    """A fair group's own fields of its record (runs are rewound between
+    sessions: their pending members in order)."""
+    assert not group.touched, "a fair group is rewound between sessions"
+    home = group.home
+    assert isinstance(home, tuple)
+    return {
+        "queue": home[1],
+        "runs": [
+            RunRecord(
+                run.account.uid,
+                run.rid,
+                [job_index[j.job_id] for j in run.jobs if j.state is PENDING],
+                run.ticket,
+            )
+            for run in group.runs.values()
+        ],
+        "run_heap": [(entry[:-3], entry[-3], entry[-2]) for entry in group.heap],
+    }
+
+
+def _fair_group(
+    g: GroupRecord, home: GroupHome, nodes: dict[int, ShareNode], jobs: list[Job]
+) -> FairGroup:
+    group = FairGroup(g.fingerprint, g.gid, home)
+    by_rid: dict[int, AccountRun] = {}
+    for r in g.runs:
+        account = nodes[r.account]
+        run = AccountRun(account, r.rid)
+        run.jobs = [jobs[i] for i in r.members]
+        run.ticket = r.ticket
+        group.runs[account.uid] = run
+        account.groups.add(group)
+        by_rid[r.rid] = run
+    group.heap = [(*key, rid, ticket, by_rid[rid]) for key, rid, ticket in g.run_heap]
+    return group
 
 
 def _worker(record: WorkerRecord, index: int) -> Worker:

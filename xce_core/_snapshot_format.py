@@ -29,10 +29,10 @@ __all__ = [
     "ConfigRecord",
     "GroupRecord",
     "JobRecord",
-    "LaneRecord",
     "LimitUsageRecord",
     "NodeRecord",
     "ReservationRecord",
+    "RunRecord",
     "SharesRecord",
     "Snapshot",
     "TreeRecord",
@@ -83,6 +83,16 @@ class JobRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=
     end: float | None = None  # estimated end (start + run limit), if running with one
 
 
+class RunRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
+    """One account's members of a fair group (pending ones, in order; ``members``
+    index the snapshot's jobs). Between sessions every run is rewound."""
+
+    account: int
+    rid: int
+    members: list[int]
+    ticket: int
+
+
 class GroupRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
     """A job group; ``members`` and ``unsettled`` index the snapshot's jobs.
     ``mapped``: the cluster state's group for its fingerprint (a group left
@@ -99,10 +109,11 @@ class GroupRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, g
     seen: int
     asleep: tuple[str, str] | None
     mapped: bool
-    # Fairshare: the group's share account (uid) and queue (its home is
-    # (fingerprint, account, queue)).
-    account: int | None = None
+    # A fairshare group (FairGroup): its queue (its home is (fingerprint,
+    # queue)), its account runs and their heap.
     queue: str | None = None
+    runs: list[RunRecord] = []
+    run_heap: list[tuple[Key, int, int]] = []  # (key, run id, ticket), in heap order
 
 
 class ConfigRecord(msgspec.Struct, forbid_unknown_fields=True):
@@ -169,18 +180,6 @@ class TreeRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc
     nodes: list[NodeRecord]
 
 
-class LaneRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
-    """A lane of the policy order: its account, queue, own entry and heap."""
-
-    account: int
-    queue: str
-    gid: int
-    key: Key
-    queued: bool
-    ticket: int
-    heap: list[tuple[Key, int, int]]  # (order key, group id, ticket), in heap order
-
-
 class SharesRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     trees: list[TreeRecord]
     next_uid: int
@@ -189,7 +188,6 @@ class SharesRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     risen: list[int]
     recalculated: float | None
     used: bool
-    lanes: list[LaneRecord]
 
 
 class _Header(msgspec.Struct, gc=False):
@@ -240,7 +238,7 @@ class Snapshot(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=Fals
     pickers: dict[str, bytes]
     announced: list[tuple[str, float, list[tuple[str, int]]]]
     reservation: ReservationRecord | None
-    # Fairshare trees, accounts, charges and lanes (xce_core._snapshot_shares),
+    # Fairshare trees, accounts and charges (xce_core._snapshot_shares),
     # once a tree or a fairshare queue was ever set up.
     shares: SharesRecord | None = None
     # The user groups limits may name (limits_config.user_groups).

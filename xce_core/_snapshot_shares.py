@@ -1,6 +1,6 @@
 """Snapshots of fairshare: the share trees with every account's use and
-priority, the charges of running jobs, and the fairshare lanes of the policy
-order (see :mod:`xce_core._snapshot`, which calls :func:`write_shares` and
+priority, and the charges of running jobs (fair groups are written with the
+other groups; see :mod:`xce_core._snapshot`, which calls :func:`write_shares` and
 :func:`load_shares`).
 
 Trees are stored node by node, not as the ``ShareTree`` they were built from:
@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from xce_core._fairshare import Fairshare, ShareNode, ShareTreeState
-from xce_core._model import Job, JobGroup
-from xce_core._order import Lane, PolicyOrder
-from xce_core._snapshot_format import LaneRecord, NodeRecord, SharesRecord, TreeRecord
+from xce_core._model import Job
+from xce_core._snapshot_format import NodeRecord, SharesRecord, TreeRecord
 
-__all__ = ["lane_groups", "load_lanes", "load_shares", "write_shares"]
+__all__ = ["load_shares", "write_shares"]
 
 
 def _nodes(tree: ShareTreeState) -> Iterator[ShareNode]:
@@ -28,9 +27,7 @@ def _nodes(tree: ShareTreeState) -> Iterator[ShareNode]:
         queue.extend(node.children)
 
 
-def write_shares(
-    fairshare: Fairshare, order: PolicyOrder, job_index: Mapping[str, int]
-) -> SharesRecord:
+def write_shares(fairshare: Fairshare, job_index: Mapping[str, int]) -> SharesRecord:
     trees: list[TreeRecord] = []
     scoped: list[tuple[str, str, ShareTreeState | None]] = [
         ("cluster", "", fairshare.cluster),
@@ -62,18 +59,6 @@ def write_shares(
                 )
             )
         trees.append(TreeRecord(scope, queue, tree.where, nodes))
-    lanes = [
-        LaneRecord(
-            account,
-            queue,
-            lane.gid,
-            lane.key,
-            lane.queued,
-            lane.ticket,
-            [(entry[:-3], entry[-3], entry[-2]) for entry in lane.heap],
-        )
-        for (account, queue), lane in ({} if order.broken else order._lanes).items()
-    ]
     return SharesRecord(
         trees=trees,
         next_uid=fairshare._uids.next,
@@ -81,19 +66,11 @@ def write_shares(
             (job_index[job.job_id], account.uid, slots)
             for job, (account, slots) in fairshare.running.items()
         ],
-        # Risen accounts of a replaced tree have no lane left to lift.
+        # Risen accounts of a replaced tree have no group left to lift.
         risen=sorted(node.uid for node in fairshare._risen if node.uid in known),
         recalculated=fairshare.recalculated,
         used=fairshare.used,
-        lanes=lanes,
     )
-
-
-def lane_groups(order: PolicyOrder) -> Iterator[JobGroup]:
-    """The groups the lanes' heaps name."""
-    for lane in order._lanes.values():
-        for entry in lane.heap:
-            yield entry[-1]
 
 
 def load_shares(
@@ -137,24 +114,3 @@ def load_shares(
     fairshare.recalculated = record.recalculated
     fairshare.used = record.used
     return nodes
-
-
-def load_lanes(
-    record: SharesRecord,
-    order: PolicyOrder,
-    nodes: Mapping[int, ShareNode],
-    groups: Mapping[int, JobGroup],
-) -> dict[int, Lane]:
-    """Rebuild the order's lanes (their heaps name ``groups``); the lanes by id."""
-    lanes: dict[int, Lane] = {}
-    for r in record.lanes:
-        account = nodes[r.account]
-        lane = Lane(account, r.gid)
-        lane.key = tuple(r.key)
-        lane.queued = r.queued
-        lane.ticket = r.ticket
-        lane.heap = [(*key, gid, ticket, groups[gid]) for key, gid, ticket in r.heap]
-        order._lanes[r.account, r.queue] = lane
-        account.lanes.append(lane)
-        lanes[r.gid] = lane
-    return lanes

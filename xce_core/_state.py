@@ -16,6 +16,7 @@ from sortedcontainers import SortedList
 
 from events import JobSubmitted, QueueConfig, SharedResource, WorkerUp
 from xce_core._errors import XceError
+from xce_core._fairgroup import FairGroup
 from xce_core._model import (
     AMOUNT_TOLERANCE,
     DONE,
@@ -109,8 +110,8 @@ class ClusterState:
         # errors: memory follows the live jobs, not the history.
         self.jobs: dict[str, Job] = {}
         self.ended: dict[str, JobState] = {}
-        # Pending-job groups by home: the fingerprint, or (fingerprint, account
-        # id, queue) for a fairshare queue's jobs.
+        # Pending-job groups by home: the fingerprint, or (fingerprint, queue)
+        # for a fairshare queue's jobs (FairGroup).
         self.groups: dict[GroupHome, JobGroup] = {}
         self.consumables: set[str] = set()
         # Capacity totals over usable workers, kept exact by every change of a
@@ -316,43 +317,44 @@ class ClusterState:
         return job
 
     def place(self, job: Job, queue: Queue) -> JobGroup:
-        """Put pending ``job`` in its group (made if new): that of its shape, and
-        under fairshare of its share account."""
+        """Put pending ``job`` in its group (made if new): that of its shape, or
+        under fairshare that of its shape in its queue, under its account."""
         fp = job.fingerprint
         account = self.account_of(job, queue)
-        # A fairshare group holds one account's jobs of one queue (its lane in
-        # the policy order is the account's in that queue).
-        home: GroupHome = fp if account is None else (fp, account.uid, queue.name)
+        home: GroupHome = fp if account is None else (fp, queue.name)
         group = self.groups.get(home)
         if group is None:
             self._groups_made += 1
-            group = self.groups[home] = JobGroup(fp, self._groups_made, account, home)
-            if account is not None:
-                account.groups.add(group)
+            made = self._groups_made
+            group = JobGroup(fp, made) if account is None else FairGroup(fp, made, home)
+            self.groups[home] = group
         job.group = group
         group.insert(job)
+        if account is not None:
+            assert isinstance(group, FairGroup)
+            group.add(job, account)
         return group
 
     def regroup(self, name: str) -> None:
-        """Queue ``name``'s pending jobs move to the groups their (new) share
-        accounts call for, keeping their order keys. The caller rebuilds the
-        policy order."""
+        """Queue ``name``'s pending jobs move to the groups their queue's picker
+        and share tree (new) call for, keeping their order keys. The caller
+        rebuilds the policy order."""
+        queue = self.queues[name]
         for group in self.groups_of_queue(name):
+            fair = isinstance(group, FairGroup)
             moved = [j for j in group.jobs if j.queue == name and j.state is PENDING]
             if not moved:
-                if group.account is not None:
-                    self.drop_group(group)  # nothing pending: its account may be gone
+                if fair:
+                    self.drop_group(group)  # nothing pending: its accounts may be gone
                 continue
-            queue = self.queues[name]
-            account = self.account_of(moved[0], queue) if group.account is None else None
-            if group.account is None and account is None:
+            if not fair and self.account_of(moved[0], queue) is None:
                 continue  # not fairshare, before or after
             group.jobs = [j for j in group.jobs if j.queue != name]
             group.unsettled = [j for j in group.unsettled if j.queue != name]
             group.live -= len(moved)
             group.head = group.pos = 0
-            if not group.live:
-                self.drop_group(group)
+            if fair or not group.live:
+                self.drop_group(group)  # a fairshare group holds one queue's jobs
             for job in moved:
                 self.place(job, queue)
 
@@ -360,8 +362,9 @@ class ClusterState:
         """Forget ``group`` (nothing pending in it any more)."""
         if self.groups.get(group.home) is group:
             del self.groups[group.home]
-            if group.account is not None:
-                group.account.groups.discard(group)
+            if isinstance(group, FairGroup):
+                for run in group.runs.values():
+                    run.account.groups.discard(group)
 
     def job_rejected(self, ev: JobSubmitted) -> None:
         """Remember a job that was refused, so its id cannot be reused silently.

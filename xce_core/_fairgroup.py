@@ -1,0 +1,248 @@
+"""The pending jobs of one shape in one fairshare queue (:class:`FairGroup`).
+
+Under fairshare the order is by share account first (:mod:`xce_core._fairshare`),
+but feasibility is by shape: a :class:`FairGroup` is one group of the policy
+order, of the unsatisfiable cache and of the sleepers (like any
+:class:`~xce_core._model.JobGroup`: a shape that fails fails for every account
+at once, at the cost of one group), whose members are taken account by
+account. Each account's members form an :class:`AccountRun` (first come first
+served within it); the runs sit in the group's own heap by their account's
+path key spliced into their first member's key, and the group sits in the
+policy order by its first run's key.
+
+Keys only grow within a session (a start lowers its account's priority), so a
+run's entry and the group's entry may be too small, never too large: they are
+keyed again when they surface (:meth:`FairGroup.first_key`). Between sessions
+an account whose priority rose has its runs pushed again (:meth:`FairGroup.lift`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from typing import TYPE_CHECKING, Any
+
+from xce_core._model import PENDING, GroupHome, Job, JobGroup
+
+if TYPE_CHECKING:
+    from xce_core._fairshare import ShareNode
+
+__all__ = ["AccountRun", "FairGroup", "account_key"]
+
+
+def account_key(account: ShareNode, key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A job's ``key`` with ``account``'s path key after the queue priority and
+    picker rank."""
+    return (key[0], key[1], *account.path_key(), *key[2:])
+
+
+class AccountRun:
+    """One account's members of a :class:`FairGroup`, first come first served:
+    ``jobs[head:]`` holds every pending one (dead entries are dropped now and
+    then), ``jobs[pos:]`` those not taken this session. ``ticket`` names its
+    valid entry in the group's heap; ``touched``: taken from this session."""
+
+    __slots__ = (
+        "account",
+        "head",
+        "jobs",
+        "key",
+        "keyed",
+        "pos",
+        "priority",
+        "rid",
+        "ticket",
+        "touched",
+    )
+
+    def __init__(self, account: ShareNode, rid: int) -> None:
+        self.account = account
+        self.rid = rid
+        self.jobs: list[Job] = []
+        self.head = 0
+        self.pos = 0
+        self.ticket = 0
+        self.touched = False
+        # The key of its valid entry, the member and the account priority it
+        # was computed from (unchanged both: the key stands; benchmark B12 of
+        # benchmarks/bench_fairshare.py).
+        self.key: tuple[Any, ...] = ()
+        self.keyed: Job | None = None
+        self.priority = 0.0
+
+    def key_of(self, job: Job) -> tuple[Any, ...]:
+        """Its key with ``job`` first (computed again only when that or its
+        flat account's priority changed)."""
+        account = self.account
+        if job is not self.keyed or account.priority != self.priority or account.depth != 1:
+            self.key = account_key(account, job.key)
+            self.keyed = job
+            self.priority = account.priority
+        return self.key
+
+    def first(self) -> Job | None:
+        """The first member not taken this session (dead entries skipped)."""
+        jobs = self.jobs
+        pos = self.pos
+        end = len(jobs)
+        while pos < end and jobs[pos].state is not PENDING:
+            pos += 1
+        self.pos = pos
+        return jobs[pos] if pos < end else None
+
+    def rewind(self) -> None:
+        """Back to the first pending member (dead ones before it skipped once)."""
+        self.pos = self.head
+        self.first()
+        self.head = self.pos
+
+    def compact(self) -> None:
+        """Drop every dead member (when the group drops its own)."""
+        self.jobs = [job for job in self.jobs if job.state is PENDING]
+        self.head = self.pos = 0
+
+    def __repr__(self) -> str:
+        return f"AccountRun({self.account.name!r}, jobs={len(self.jobs)})"
+
+
+class FairGroup(JobGroup):
+    """Pending jobs of one shape and one fairshare queue, of every account (see
+    the module docstring). ``jobs`` holds every member first come first served,
+    as a :class:`JobGroup`'s (what settling, sleeping and snapshots read);
+    ``runs`` by account id, ``heap`` their entries; ``taken`` the members taken
+    this session, ``touched`` the runs they came from."""
+
+    __slots__ = ("heap", "runs", "taken", "touched")
+
+    def __init__(self, fingerprint: int, gid: int, home: GroupHome) -> None:
+        super().__init__(fingerprint, gid, home)
+        self.runs: dict[int, AccountRun] = {}
+        self.heap: list[tuple[Any, ...]] = []
+        self.taken: list[Job] = []
+        self.touched: list[AccountRun] = []
+
+    # ------------------------------------------------------------ members
+
+    def add(self, job: Job, account: ShareNode) -> None:
+        """Add pending ``job`` of ``account`` (after :meth:`insert`)."""
+        run = self.runs.get(account.uid)
+        if run is None:
+            run = self.runs[account.uid] = AccountRun(account, len(self.runs) + 1)
+            account.groups.add(self)
+        jobs = run.jobs
+        if not jobs or jobs[-1].key <= job.key:
+            jobs.append(job)
+            at = len(jobs) - 1
+        else:
+            at = bisect.bisect_right(jobs, job.key, key=_job_key)
+            jobs.insert(at, job)
+            if at < run.pos:
+                # Before what the session has not taken yet: a rewind sees it.
+                run.head = min(run.head, at)
+                run.pos = at
+        if at <= run.pos or run.first() is job:
+            self._push(run)
+
+    def _push(self, run: AccountRun) -> None:
+        """(Re)enter ``run`` by its first member not taken (none: it leaves)."""
+        first = run.first()
+        run.ticket += 1
+        if first is not None:
+            heapq.heappush(self.heap, (*run.key_of(first), run.rid, run.ticket, run))
+
+    def lift(self, account: ShareNode) -> None:
+        """``account``'s priority rose (between sessions): its run moves up."""
+        run = self.runs.get(account.uid)
+        if run is not None:
+            self._push(run)
+
+    def rekey(self) -> None:
+        """Every run entered again (after every account's priority changed)."""
+        self.heap = []
+        for run in self.runs.values():
+            run.rewind()
+            self._push(run)
+
+    # ------------------------------------------------------------ sessions
+
+    def begin(self) -> None:
+        """Rewind (see :meth:`JobGroup.begin`): every run taken from since the
+        last rewind starts again at its first pending member."""
+        size = len(self.jobs)
+        super().begin()
+        if len(self.jobs) < size:
+            # The group dropped its dead members: its runs do too.
+            for uid, run in list(self.runs.items()):
+                run.compact()
+                if not run.jobs:
+                    del self.runs[uid]
+                    run.account.groups.discard(self)
+        touched, self.touched = self.touched, []
+        for run in touched:
+            run.touched = False
+            run.rewind()
+            self._push(run)
+        self.taken = []
+
+    def first_key(self) -> tuple[Any, ...] | None:
+        """The key of the next member to take (its run at the top of the heap,
+        keyed again if its account was charged); ``None`` when every run is
+        taken or empty."""
+        heap = self.heap
+        while heap:
+            entry = heap[0]
+            run: AccountRun = entry[-1]
+            if entry[-2] != run.ticket:
+                heapq.heappop(heap)  # stale: pushed again since
+                continue
+            first = run.first()
+            if first is None:
+                heapq.heappop(heap)
+                continue
+            entered = run.key
+            key = run.key_of(first)
+            if key is not entered and key != entered:
+                heapq.heapreplace(heap, (*key, run.rid, run.ticket, run))
+                continue
+            return key
+        return None
+
+    def top_account(self) -> ShareNode:
+        """The account of the member :meth:`first_key` keyed."""
+        run: AccountRun = self.heap[0][-1]
+        return run.account
+
+    def take(self) -> Job:
+        """Take the member :meth:`first_key` keyed."""
+        heap = self.heap
+        run: AccountRun = heap[0][-1]
+        job = run.jobs[run.pos]
+        run.pos += 1
+        if not run.touched:
+            run.touched = True
+            self.touched.append(run)
+        self.taken.append(job)
+        following = run.first()
+        if following is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (*run.key_of(following), run.rid, run.ticket, run))
+        return job
+
+    def covered_pending(self) -> int:
+        return sum(1 for job in self.taken if job.state is PENDING)
+
+    def rest_pending(self) -> list[Job]:
+        taken = set(self.taken)
+        return [job for job in self.jobs[self.head :] if job.state is PENDING and job not in taken]
+
+    def close(self) -> None:
+        """Nothing to do: a group settled whole is out of the merge for the rest
+        of the session, and its runs are rewound by the next :meth:`begin`."""
+
+    def __repr__(self) -> str:
+        return f"FairGroup(fp={self.fingerprint}, live={self.live}, runs={len(self.runs)})"
+
+
+def _job_key(job: Job) -> tuple[Any, ...]:
+    return job.key

@@ -398,7 +398,7 @@ async def test_easy_keeps_its_head_reservation_across_a_restore() -> None:
     assert comparable(first.log + second.log) == comparable(whole.log)
 
 
-async def test_fairshare_usage_history_and_lanes_survive_a_restore() -> None:
+async def test_fairshare_usage_history_and_fair_groups_survive_a_restore() -> None:
     params = FairshareParams(hist_hours=0.01, recalc_interval=5.0)
     config = SchedulerConfig(picker="fairshare", fairshare=params)
     events: list[InputEvent] = [up("h", slots=2)]

@@ -168,7 +168,8 @@ class PolicyOrder:
         """These accounts' priority rose (between sessions): their runs, and the
         fair groups those lead, move up now."""
         for account in accounts:
-            for group in account.groups:
+            # In group order: the same pushes wherever it runs (R6).
+            for group in sorted(account.groups, key=_gid):
                 group.lift(account)
                 if group.queued:
                     key = group.first_key()
@@ -324,3 +325,7 @@ class PolicyOrder:
                     batch_size = min(batch_size * 2, limit)
             if batch:
                 await send.send(batch)
+
+
+def _gid(group: JobGroup) -> int:
+    return group.gid

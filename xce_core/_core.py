@@ -423,10 +423,13 @@ class SchedulerCore:
             now = self.clock.now()
             self.scratch.begin(stats.number, now)
             fairshare = self._fairshare
-            if fairshare.used and fairshare.due(now):
-                fairshare.recalculate(now)  # usage history enters every priority
-                self._pending.broken()
-            self._pending.begin(stats, self._pend, fairshare.take_risen())
+            if fairshare.used:
+                if fairshare.due(now):
+                    fairshare.recalculate(now)  # usage history enters every priority
+                    self._pending.broken()
+                self._pending.begin(stats, self._pend, fairshare.take_risen())
+            else:
+                self._pending.begin(stats, self._pend)
             if self._backfill is not None:
                 self._backfill.begin()
             if not len(self._pending):
@@ -493,7 +496,9 @@ class SchedulerCore:
         # a failed shape are not handed over whole.
         whole = self._backfill is None or self._backfill.groups_whole
         failed = self.scratch.cache.entries if whole else {}
-        await self._pending.merge(failed, send, stats, self.config.batch_size, first)
+        await self._pending.merge(
+            failed, send, stats, self.config.batch_size, first, fair=self._fairshare.used
+        )
 
     async def _allocator_task(
         self,
@@ -543,19 +548,20 @@ class SchedulerCore:
             else:
                 ctx.reset(job)
             try:
-                if limits and (rooms := limits.host_room(job)) is not None:
-                    allocated = await self._within_hosts(ctx, *rooms)
+                if limits.by_host and (rooms := limits.host_room(job)) is not None:
+                    within = await self._within_hosts(ctx, *rooms)
+                    if isinstance(within, PendReason):
+                        # It fits, only not within its host limits: not cached
+                        # (another user's job of its shape may fit).
+                        self._pend(1, (job,), within, stats, cached=False)
+                        continue
+                    allocated = within
                 else:
                     allocated = await allocate(ctx)
             except Exception as exc:
                 # The attempt's claims live only in ctx, which the next job resets.
                 self._pend_on_fault(job, exc, stats)
             else:
-                if isinstance(allocated, PendReason):
-                    # It fits, only not within its per-host limits: not cached
-                    # (another user's job of its shape may fit).
-                    self._pend(1, (job,), allocated, stats, cached=False)
-                    continue
                 if not allocated:
                     reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
                     cache.insert(job.fingerprint, reason)
@@ -630,8 +636,8 @@ class SchedulerCore:
         self.scratch.committed()
         if self._limits:
             self._limits.charge(job, ctx.journal, ctx.shared, +1)
-        if isinstance(job.group, FairGroup):
-            fairshare = self._fairshare
+        fairshare = self._fairshare
+        if fairshare.used and isinstance(job.group, FairGroup):
             fairshare.started(job, fairshare.account(job.user, job.queue), self.scratch.now)
         stats.allocated += 1
         self._outbox.append(JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts))

@@ -138,13 +138,6 @@ class ShareNode:
         parts.reverse()
         return tuple(parts)
 
-    def path(self) -> Iterator[ShareNode]:
-        """This node and its ancestors below the root."""
-        node: ShareNode | None = self
-        while node is not None and node.parent is not None:
-            yield node
-            node = node.parent
-
     def leaves(self) -> Iterator[ShareNode]:
         stack = [self]
         while stack:
@@ -303,17 +296,17 @@ class Fairshare:
         rebuilds the policy order."""
         self.install(queue, tree, now)
         names = [queue] if queue is not None else [q for q in state.queues if q not in self.queues]
+        names = [name for name in names if name in state.queues]
         for name in names:
-            if name not in state.queues:
-                continue
             state.regroup(name)
-            q = state.queues[name]
-            running = {
-                job: self.account_of(job, q)
-                for job in state.jobs.values()
-                if job.state is RUNNING and job.queue == name
-            }
-            self.recharge(running, now)
+        # One pass over the jobs, whatever the number of queues.
+        covered = set(names)
+        running = {
+            job: self.account_of(job, state.queues[job.queue])
+            for job in state.jobs.values()
+            if job.state is RUNNING and job.queue in covered
+        }
+        self.recharge(running, now)
 
     # ------------------------------------------------------------ configuration
 
@@ -364,9 +357,7 @@ class Fairshare:
             if held is not None:
                 self._charge(held[0], -held[1], now)
             if account is not None:
-                slots = sum(n for _, n in job.allocation)
-                self.running[job] = (account, slots)
-                self._charge(account, slots, now)
+                self.started(job, account, now)
 
     # ------------------------------------------------------------ charges
 
@@ -388,14 +379,12 @@ class Fairshare:
             self._risen.add(top if top is not None else account)
 
     def _charge(self, account: ShareNode, slots: int, now: float) -> None:
-        params = self.params
         node = account
         parent = node.parent
         while parent is not None:  # the account and its groups, up to the root
-            if now > node.stamp:
-                self._advance(node, now)
+            self._advance(node, now)
             node.slots += slots
-            node.priority = dynamic_priority(node.shares, node.frozen / 3600, node.slots, params)
+            self._prioritise(node)
             node, parent = parent, parent.parent
 
     def _advance(self, node: ShareNode, now: float) -> None:

@@ -49,7 +49,7 @@ class _Usage:
 class Limits:
     """The configured limits and what running jobs hold under each."""
 
-    __slots__ = ("_groups", "_hosts", "_limits", "_usage", "_users")
+    __slots__ = ("_groups", "_hosts", "_limits", "_usage", "_users", "by_host")
 
     def __init__(self) -> None:
         self._limits: list[Limit] = []
@@ -61,6 +61,8 @@ class Limits:
         # "*" but under per_host limits, whose usage is also found by host.
         self._usage: dict[tuple[int, tuple[str, ...]], _Usage] = {}
         self._hosts: dict[tuple[int, tuple[str, ...]], dict[str, _Usage]] = {}
+        # Whether a limit has a host dimension (else no attempt asks host_room).
+        self.by_host = False
 
     def __bool__(self) -> bool:
         return bool(self._limits)
@@ -98,13 +100,22 @@ class Limits:
                         raise LimitError(f'{where}: {attr} is empty (use ["all"])')
         self._limits = list(limits)
         self._groups = groups
-        self._users = [
-            (self._expand(limit.users), self._expand(limit.per_user)) for limit in self._limits
-        ]
+        self.reindex()
         self._usage = {}
         self._hosts = {}
         for job in running:
             self.charge(job, job.claims, dict(job.shared_claims), +1)
+
+    def reindex(self) -> None:
+        """What is derived from the limits and the user groups: each limit's
+        users with the groups expanded, and whether any limit is by host."""
+        self._users = [
+            (self._expand(limit.users), self._expand(limit.per_user)) for limit in self._limits
+        ]
+        self.by_host = any(
+            limit.per_host is not None or (limit.hosts is not None and "all" not in limit.hosts)
+            for limit in self._limits
+        )
 
     def _expand(self, names: Sequence[str] | None) -> frozenset[str] | None:
         """``names`` with the user groups among them replaced by their members;

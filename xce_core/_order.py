@@ -239,6 +239,8 @@ class PolicyOrder:
         stats: SessionStats,
         limit: int,
         first: int = 16,
+        *,
+        fair: bool = False,
     ) -> None:
         """Send the queued groups' pending jobs in policy order, in batches, to
         ``send``; ``failed`` holds the fingerprints proven unsatisfiable this
@@ -246,7 +248,9 @@ class PolicyOrder:
         jobs are pended together. Batches start at ``first`` jobs and double up
         to ``limit`` (a strict-FIFO session often stops at its first job:
         ``stats.stopped_by_fifo`` ends the merge, so it starts at one).
-        Closes ``send``."""
+        ``fair``: whether fair groups may be queued (else none is looked for:
+        the plain path of benchmarks/bench_alloc.py's B1 pays nothing for
+        fairshare). Closes ``send``."""
         batch_size = min(first, limit)
         pending = PENDING
         heap = self._heap
@@ -262,7 +266,7 @@ class PolicyOrder:
                 if entry[-2] != group.ticket:
                     heapq.heappop(heap)  # stale: re-queued since
                     continue
-                if isinstance(group, FairGroup):
+                if fair and isinstance(group, FairGroup):
                     if group.seen != number:
                         group.seen = number
                         self.touched.append(group)
@@ -299,8 +303,8 @@ class PolicyOrder:
                     else:
                         heapq.heappop(heap)
                         batch.append(group)
-                elif not ready(heap, group, number):
-                    continue
+                elif group.seen != number and not ready(heap, group, number):
+                    continue  # (seen tested inline: no call per job, bench_alloc.py's B1)
                 elif group.fingerprint in failed:
                     heapq.heappop(heap)
                     batch.append(group)

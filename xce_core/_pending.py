@@ -133,9 +133,11 @@ class PendingQueue:
         stats: SessionStats,
         limit: int,
         first: int,
+        *,
+        fair: bool = False,
     ) -> None:
         """The session's picker: :meth:`PolicyOrder.merge`."""
-        await self._order.merge(failed, send, stats, limit, first)
+        await self._order.merge(failed, send, stats, limit, first, fair=fair)
 
     def settle(self, group: JobGroup, reason: PendReason, stats: SessionStats, pend: Pend) -> None:
         """Pend (through ``pend``) every not-yet-covered member of ``group``, whose

@@ -498,7 +498,7 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
     limits = parts.limits
     limits._limits = list(snap.limits)
     limits._groups = {name: list(members) for name, members in snap.user_groups.items()}
-    limits._users = [(limits._expand(x.users), limits._expand(x.per_user)) for x in limits._limits]
+    limits.reindex()
     limits._usage = {
         (u.limit, tuple(u.consumer)): _Usage(u.slots, u.jobs, dict(u.amounts))
         for u in snap.limit_usage

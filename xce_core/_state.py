@@ -96,6 +96,8 @@ class ClusterState:
         account_of: Callable[[Job, Queue], ShareNode | None] = lambda job, queue: None,
     ) -> None:
         self.order_key = order_key
+        # Queues known to have no fairshare picker (their jobs need no account).
+        self._plain: set[str] = set()
         # The fairshare account a pending job's group belongs to (None: its
         # queue's picker is not fairshare); injected by the core.
         self.account_of = account_of
@@ -279,6 +281,7 @@ class ClusterState:
         q = self.queue(ev.name)
         q.priority = ev.priority
         q.picker = ev.picker
+        self._plain.discard(ev.name)  # its picker may be fairshare now
         for group in self.groups_of_queue(ev.name):
             for job in group.jobs:
                 if job.queue == ev.name:
@@ -312,7 +315,18 @@ class ClusterState:
         if queue is None:
             queue = self.queue(origin[1])
         job.key = self.order_key(job, queue)
-        self.place(job, queue)
+        if queue.name in self._plain:
+            # The usual: a queue without fairshare, one group per shape (the
+            # fast path of benchmarks/bench_ingest.py's B5; place() is the rule).
+            fp = job.fingerprint
+            group = self.groups.get(fp)
+            if group is None:
+                self._groups_made += 1
+                group = self.groups[fp] = JobGroup(fp, self._groups_made)
+            job.group = group
+            group.insert(job)
+        else:
+            self.place(job, queue)
         self.pending_count += 1
         return job
 
@@ -321,6 +335,8 @@ class ClusterState:
         under fairshare that of its shape in its queue, under its account."""
         fp = job.fingerprint
         account = self.account_of(job, queue)
+        if account is None:
+            self._plain.add(queue.name)
         home: GroupHome = fp if account is None else (fp, queue.name)
         group = self.groups.get(home)
         if group is None:

@@ -46,6 +46,21 @@ def test_xce_run_applies_the_limits_before_the_first_event(tmp_path: Path) -> No
     assert rejected["index"] == 5
 
 
+def refused(tmp_path: Path, text: str, error: str) -> None:
+    """``xce run`` and ``xce simulate`` both refuse the policy ``text`` with a
+    usage error naming the file and ``error``."""
+    policy = tmp_path / "p.toml"
+    policy.write_text(text)
+    failed = run("--policy", str(policy))
+    assert failed.returncode == 2, failed.stderr
+    assert str(policy) in failed.stderr.decode()
+    assert error in failed.stderr.decode(), failed.stderr
+    out = CliRunner().invoke(cli_main, ["simulate", str(EXAMPLE), "--policy", str(policy)])
+    assert out.exit_code == 2, out.output
+    assert str(policy) in out.output
+    assert error in out.output
+
+
 def test_a_bad_policy_file_is_a_usage_error_naming_file_and_fault(tmp_path: Path) -> None:
     cases = {
         'limits = [{ name = "x", per_hosts = ["all"], slots = 1 }]': "unknown field `per_hosts`",
@@ -53,16 +68,7 @@ def test_a_bad_policy_file_is_a_usage_error_naming_file_and_fault(tmp_path: Path
         "limits = [": "",
     }
     for text, error in cases.items():
-        policy = tmp_path / "p.toml"
-        policy.write_text(text)
-        failed = run("--policy", str(policy))
-        assert failed.returncode == 2, failed.stderr
-        assert str(policy) in failed.stderr.decode()
-        assert error in failed.stderr.decode()
-        out = CliRunner().invoke(cli_main, ["simulate", str(EXAMPLE), "--policy", str(policy)])
-        assert out.exit_code == 2, out.output
-        assert str(policy) in out.output
-        assert error in out.output
+        refused(tmp_path, text, error)
 
 
 def test_xce_simulate_replays_under_the_limits(tmp_path: Path) -> None:
@@ -126,16 +132,13 @@ def test_a_bad_share_tree_or_factor_in_a_policy_is_a_usage_error(tmp_path: Path)
     cases = {
         '[fairshare]\nshares = [["eng@", 1]]': "'eng@' names no user group",
         "[fairshare_params]\nhist_hours = -1": "hist_hours must be a finite number >= 0",
+        "[fairshare_params]\nhist_hour = 1": "fairshare_params: unknown field 'hist_hour'",
         '[[queues]]\nname = "q"\nujob_limit = -2': "ujob_limit",
+        '[[queues]]\nname = "q"\nujobs = 2': "queues[0]: unknown field 'ujobs'",
         '[[queues]]\nname = "q"\npicker = "nope"': "nope",
     }
     for text, error in cases.items():
-        policy = tmp_path / "p.toml"
-        policy.write_text(text)
-        failed = run("--policy", str(policy))
-        assert failed.returncode == 2, failed.stderr
-        assert str(policy) in failed.stderr.decode()
-        assert error in failed.stderr.decode(), failed.stderr
+        refused(tmp_path, text, error)
 
 
 def test_xce_simulate_replays_a_fairshare_policy(tmp_path: Path) -> None:

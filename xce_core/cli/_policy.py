@@ -30,10 +30,10 @@ limits nothing), as is anything the core refuses in those events.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 import msgspec
@@ -80,30 +80,21 @@ def policy_options(command: F) -> F:
     return command
 
 
-class _Queue(msgspec.Struct, forbid_unknown_fields=True):
-    name: str
-    priority: int = 0
-    picker: str | None = None
-    fairshare: ShareTree | None = None
-    ujob_limit: int | None = None
-    qjob_limit: int | None = None
-    hjob_limit: int | None = None
-
-
-class _Params(msgspec.Struct, forbid_unknown_fields=True):
-    cpu_time_factor: float = 0.7
-    run_time_factor: float = 0.7
-    run_job_factor: float = 3.0
-    hist_hours: float = 5.0
-    recalc_interval: float = 60.0
-
-
 class _Policy(msgspec.Struct, forbid_unknown_fields=True):
     limits: list[Limit] = []
     user_groups: dict[str, list[str]] = {}
-    queues: list[_Queue] = []
+    # Checked against QueueConfig and FairshareParams themselves (_strict), so
+    # their fields and defaults are written once.
+    queues: list[dict[str, Any]] = []
     fairshare: ShareTree | None = None
-    fairshare_params: _Params | None = None
+    fairshare_params: dict[str, float] | None = None
+
+
+def _strict(table: dict[str, Any], fields: Iterable[str], where: str) -> None:
+    """A misspelt key must not become a setting that sets nothing."""
+    unknown = sorted(set(table) - set(fields))
+    if unknown:
+        raise ValueError(f"{where}: unknown field {unknown[0]!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,13 +129,20 @@ def read_policy(path: Path) -> Policy:
     events: list[InputEvent] = []
     if policy.fairshare is not None:
         events.append(FairshareConfig(tree=policy.fairshare))
-    events += [QueueConfig(**msgspec.structs.asdict(queue)) for queue in policy.queues]
-    if policy.limits or policy.user_groups:
-        events.append(LimitsConfig(limits=policy.limits, user_groups=policy.user_groups))
     params = None
     try:
+        for i, table in enumerate(policy.queues):
+            _strict(table, QueueConfig.__struct_fields__, f"queues[{i}]")
+            try:
+                events.append(msgspec.convert(table, QueueConfig))
+            except msgspec.ValidationError as exc:
+                raise ValueError(f"queues[{i}]: {exc}") from None
+        if policy.limits or policy.user_groups:
+            events.append(LimitsConfig(limits=policy.limits, user_groups=policy.user_groups))
         if policy.fairshare_params is not None:
-            params = FairshareParams(**msgspec.structs.asdict(policy.fairshare_params))
+            table = policy.fairshare_params
+            _strict(table, FairshareParams.__dataclass_fields__, "fairshare_params")
+            params = FairshareParams(**table)
         # What the core itself refuses (a limit without a cap, a share tree
         # naming an unknown group, an out-of-range number, say), found now on
         # a scratch core rather than when the replay or the stream has begun.

@@ -252,6 +252,10 @@ class OutcomeTable(Sequence[JobOutcome]):
         self._run_count.append(0)
         return index
 
+    def submitter(self, index: int) -> tuple[str, str]:
+        """Job ``index``'s user and queue names, as the replay gave them."""
+        return self._users[index], self._queues[index]
+
     def job_id(self, index: int) -> str:
         """The id of job ``index``."""
         return self._ids[index]

@@ -233,8 +233,6 @@ async def simulate(
     # The jobs to submit, by trace index, in submit order (ties in trace order:
     # the sort is stable), with what each asks for.
     order, tasks, resreqs = _requests(jobs, cluster, resreq, outcomes)
-    users: dict[int, str] = {}
-    queues: dict[int, str] = {}
     projects: dict[int, str] = {}
     live: dict[str, int] = {}  # job id -> trace index, from submit to start (or rejection)
     pends: dict[str, JobPended] = {}  # job id -> its last job_pended, until it starts
@@ -284,12 +282,7 @@ async def simulate(
             position[number] = next_job
             submitted[index + len(batch)] = number
             job_tasks = tasks[number]
-            user = users.get(job.user)
-            if user is None:
-                user = users[job.user] = _ident("u", job.user)
-            queue = queues.get(job.queue)
-            if queue is None:
-                queue = queues[job.queue] = _ident("q", job.queue)
+            user, queue = outcomes.submitter(number)  # named once, by _requests
             project = projects.get(job.group)
             if project is None:
                 project = projects[job.group] = _ident("g", job.group)

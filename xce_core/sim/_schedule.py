@@ -446,19 +446,23 @@ def timeseries_columns(
     out: dict[str, list[Any]] = {name: [] for name in TIMESERIES_COLUMNS}
     time, used, running, queue, queued_demand = (out[name] for name in TIMESERIES_COLUMNS)
     u = r = q = d = 0
+
+    def emit(at: float) -> None:
+        """A row at ``at`` with the running totals, unless they did not change."""
+        if not time or (u, r, q, d) != (used[-1], running[-1], queue[-1], queued_demand[-1]):
+            time.append(at)
+            used.append(u)
+            running.append(r)
+            queue.append(q)
+            queued_demand.append(d)
+
     limit = math.inf if until is None else until
     last = None
     for k in sorted(range(len(times)), key=times.__getitem__):
         t = times[k]
         if t != last:
-            if last is not None and (
-                not time or (u, r, q, d) != (used[-1], running[-1], queue[-1], queued_demand[-1])
-            ):
-                time.append(last)
-                used.append(u)
-                running.append(r)
-                queue.append(q)
-                queued_demand.append(d)
+            if last is not None:
+                emit(last)
             if t > limit:
                 last = None
                 break
@@ -467,14 +471,8 @@ def timeseries_columns(
         r += d_running[k]
         q += d_queue[k]
         d += d_demand[k]
-    if last is not None and (
-        not time or (u, r, q, d) != (used[-1], running[-1], queue[-1], queued_demand[-1])
-    ):
-        time.append(last)
-        used.append(u)
-        running.append(r)
-        queue.append(q)
-        queued_demand.append(d)
+    if last is not None:
+        emit(last)
     return out
 
 

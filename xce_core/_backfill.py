@@ -76,19 +76,37 @@ class Reservation:
     # Footprints of jobs refused this session, by each host they hold (see
     # Planner.allows; None: the shared resources).
     refused: dict[Worker | None, list[Footprint]] = field(default_factory=dict)
+    # hosts() for the claims list it was computed from (the list, kept by
+    # identity: a reservation kept across sessions shares its claims).
+    _hosts: tuple[Claims, tuple[tuple[str, int], ...]] | None = None
 
     def runs_past(self, job: Job, now: float) -> bool:
         """Whether ``job``, started now, could still run at ``start``."""
         limit = job.run_limit
         return limit is None or now + limit > self.start
 
-    def refuses_shape(self, job: Job, now: float) -> bool:
-        """Whether a job of ``job``'s shape running past ``start`` was refused
-        already this session: ``job`` is then refused without an attempt (the
+    def refuses_shape(self, job: Job, now: float, free: int) -> bool:
+        """Whether ``job``, running past ``start``, is refused without an
+        attempt: a job of its shape was refused already this session (the
         slack only shrinks and what is held at ``start`` only grows, so on
         one-slot hosts it would be refused again; elsewhere this may refuse a
-        job that another host would have let through, never the reverse)."""
-        return job.fingerprint in self.refused_shapes and self.runs_past(job, now)
+        job that another host would have let through, never the reverse), or
+        it needs more slots than the slack and no more than the ``free`` slots
+        of the cluster. Such a job pends as held for the head even if it would
+        not fit now for another reason (a select, a span)."""
+        if not self.runs_past(job, now):
+            return False
+        if job.fingerprint in self.refused_shapes:
+            return True
+        if self.start != math.inf and self.slack < job.min_tasks <= free:
+            # It could not run beside the head wherever it went (the first
+            # check of Planner._fits_beside), so no attempt: on a deep queue
+            # most jobs that fit now are refused so (benchmarks/bench_simulate.py,
+            # EASY). Only if the cluster has the slots free now, so a job that
+            # plainly cannot start now still pends for want of slots.
+            self.refused_shapes.add(job.fingerprint)
+            return True
+        return False
 
     def blocks(self) -> PendReason:
         """The reason of a job that fits now but would delay this reservation."""
@@ -102,12 +120,17 @@ class Reservation:
         self._reason = PendReason(Reason.RESERVED_FOR_OTHER, detail)
         return self._reason
 
-    def hosts(self) -> list[tuple[str, int]]:
+    def hosts(self) -> tuple[tuple[str, int], ...]:
         """(host name, slots) per host of the reserved claims, in claim order."""
+        cached = self._hosts
+        if cached is not None and cached[0] is self.claims:
+            return cached[1]
         out: dict[str, int] = {}
         for worker, slots, _ in self.claims:
             out[worker.name] = out.get(worker.name, 0) + slots
-        return list(out.items())
+        hosts = tuple(out.items())
+        self._hosts = (self.claims, hosts)
+        return hosts
 
 
 class Projection:
@@ -197,6 +220,7 @@ class Planner:
         ):
             kept = Reservation(job, last.start, last.claims, last.shared)
             kept.slack = last.slack
+            kept._hosts = last._hosts
             self._last = kept
             return kept
         self._last_releases = state.releases
@@ -218,21 +242,27 @@ class Planner:
 
         try:
             if times:
-                first = first_time_with_room(times, ends, state.free_total, job.min_tasks, now)
+                first, free_then = first_time_with_room(
+                    times, ends, state.free_total, job.min_tasks, now
+                )
                 claims = None
                 if first < len(times):
                     # Usually the answer (on one-slot hosts with plain jobs,
                     # always): the first time enough slots could be free.
-                    release_to(times[first])
                     last = self._last
                     if last is not None and last.job is job and last.start == times[first]:
                         # The head waits, and no earlier time can fit it: if its
                         # last claims still fit then, they are its reservation,
-                        # with no attempt (most sessions of a replay: the head
-                        # waits many; benchmarks/bench_simulate.py, EASY).
-                        claims = _still_fit(state, last)
-                    if claims is None:
-                        claims = await self.fits(job)
+                        # with no attempt and no projection (most sessions of a
+                        # replay: the head waits many; benchmarks/bench_simulate.py,
+                        # EASY).
+                        again = _kept_at(state, last, ends, times[first], free_then)
+                        if again is not None:
+                            again._hosts = last._hosts
+                            self._last = again
+                            return again
+                    release_to(times[first])
+                    claims = await self.fits(job)
                     lo = hi = first
                     if claims is None:
                         release_to(times[-1])
@@ -394,30 +424,63 @@ def _covers(footprint: Footprint, other: Footprint) -> bool:
     return True
 
 
-def _still_fit(
-    state: ClusterState, res: Reservation
-) -> tuple[list[Claim], dict[str, float]] | None:
-    """``res``'s claims and shared amounts if they fit on the state as it
-    stands (projected), by the commit's own check, else ``None``."""
-    if state.lacks(state.per_host(res.claims), res.shared):
+def _kept_at(
+    state: ClusterState,
+    res: Reservation,
+    ends: list[tuple[float, int, Job]],
+    start: float,
+    free_then: int,
+) -> Reservation | None:
+    """``res`` again (a new :class:`Reservation` with its start, claims and
+    slack) if its claims still fit at ``start`` on projected capacity, else
+    ``None`` (then the caller searches afresh). Only for claims of slots alone
+    (no consumable, no shared resource); for others, ``None``. ``free_then``
+    is :func:`first_time_with_room`'s count of the slots free at ``start``.
+
+    The projection's answer without applying it: the slots that the jobs
+    ending by ``start`` free are summed per reserved host, and the commit's
+    slot check is made on those hosts with them added. What it duplicates of
+    :class:`Projection` and :meth:`ClusterState.lacks` (the slot clause) is
+    justified by benchmarks/bench_simulate.py, EASY: a head waits through many
+    job ends, and releasing every running job into the state and back cost
+    most of those sessions."""
+    if res.shared:
         return None
-    return list(res.claims), dict(res.shared)
+    per_host = state.per_host(res.claims)
+    by_name = state.by_name
+    for worker, _, need in per_host:
+        if need or not worker.usable or by_name.get(worker.name) is not worker:
+            return None
+    freed = dict.fromkeys([worker for worker, _, _ in per_host], 0)
+    for _, _, running in ends[: bisect_right(ends, start, key=_end)]:
+        for worker, slots, _ in running.claims:
+            if worker in freed:
+                freed[worker] += slots
+    for worker, slots, _ in per_host:
+        if slots > worker.slots - worker.used_slots + freed[worker]:
+            return None
+    kept = Reservation(res.job, start, res.claims, res.shared)
+    # An upper bound, as a fresh search's (free_then also counts hosts that
+    # are down or hold more than they have).
+    kept.slack = free_then - res.job.min_tasks
+    return kept
 
 
 def first_time_with_room(
     times: list[float], ends: list[tuple[float, int, Job]], free: int, need: int, now: float
-) -> int:
+) -> tuple[int, int]:
     """The index of the first of ``times`` by which ``need`` slots could be free
     (free now plus every slot the jobs ending by then hold: an upper bound), or
-    ``len(times)``. No earlier time can fit the head, so the search starts here."""
+    ``len(times)``, and that count of free slots. No earlier time can fit the
+    head, so the search starts here."""
     i = 0
     for k, t in enumerate(times):
         while i < len(ends) and max(ends[i][0], now) <= t:
             free += sum(slots for _, slots, _ in ends[i][2].claims)
             i += 1
         if free >= need:
-            return k
-    return len(times)
+            return k, free
+    return len(times), free
 
 
 def _end(entry: tuple[float, int, Job]) -> float:

@@ -77,7 +77,7 @@ class Reservations:
         """Why ``job`` must pend without an attempt (EASY: a job of its shape
         running past the head's start was refused already), or ``None``."""
         head = self._head
-        if head is not None and head.refuses_shape(job, now):
+        if head is not None and head.refuses_shape(job, now, self._planner.state.free_total):
             return head.blocks()
         return None
 
@@ -117,7 +117,7 @@ class Reservations:
         for res in reservations:
             if res.start == math.inf:
                 continue
-            said = (res.start, tuple(res.hosts()))
+            said = (res.start, res.hosts())
             job_id = res.job.job_id
             announced[job_id] = said
             if self._announced.get(job_id) != said:

@@ -42,7 +42,7 @@ import math
 import os
 import re
 from collections.abc import Iterator, Sequence
-from itertools import compress
+from itertools import accumulate, compress
 from pathlib import Path
 from typing import IO, Any, Final, Literal
 
@@ -443,36 +443,31 @@ def timeseries_columns(
     d_running = [0] * n_submit + [1] * n_start + [-1] * n_start
     d_queue = [1] * n_submit + [-1] * n_start + [0] * n_start
     d_demand = demand + [-s for s in sizes] + [0] * n_start
-    out: dict[str, list[Any]] = {name: [] for name in TIMESERIES_COLUMNS}
-    time, used, running, queue, queued_demand = (out[name] for name in TIMESERIES_COLUMNS)
-    u = r = q = d = 0
-
-    def emit(at: float) -> None:
-        """A row at ``at`` with the running totals, unless they did not change."""
-        if not time or (u, r, q, d) != (used[-1], running[-1], queue[-1], queued_demand[-1]):
-            time.append(at)
-            used.append(u)
-            running.append(r)
-            queue.append(q)
-            queued_demand.append(d)
-
+    # In time order, each column's running total (accumulate: C loops, the
+    # time series' share of benchmarks/bench_outputs.py).
+    order = sorted(range(len(times)), key=times.__getitem__)
+    at = list(map(times.__getitem__, order))
+    totals = [
+        list(accumulate(map(deltas.__getitem__, order)))
+        for deltas in (d_used, d_running, d_queue, d_demand)
+    ]
+    # A row per instant, after its last change, and only where a total moved.
     limit = math.inf if until is None else until
-    last = None
-    for k in sorted(range(len(times)), key=times.__getitem__):
-        t = times[k]
-        if t != last:
-            if last is not None:
-                emit(last)
-            if t > limit:
-                last = None
-                break
-            last = t
-        u += d_used[k]
-        r += d_running[k]
-        q += d_queue[k]
-        d += d_demand[k]
-    if last is not None:
-        emit(last)
+    rows: list[int] = []
+    previous: tuple[int, ...] | None = None
+    for k in range(len(at)):
+        t = at[k]
+        if t > limit:
+            break
+        if k + 1 < len(at) and at[k + 1] == t:
+            continue
+        row = (totals[0][k], totals[1][k], totals[2][k], totals[3][k])
+        if row != previous:
+            rows.append(k)
+            previous = row
+    out: dict[str, list[Any]] = {"time": [at[k] for k in rows]}
+    for name, column in zip(TIMESERIES_COLUMNS[1:], totals, strict=True):
+        out[name] = [column[k] for k in rows]
     return out
 
 

@@ -183,10 +183,17 @@ class Planner:
         self._main = scratch
         self._last: Reservation | None = None  # the last finite reservation made
         self._last_releases = -1  # ClusterState.releases when it was made
+        self._last_workers = -1  # ClusterState.worker_version when it was checked
 
     @property
     def state(self) -> ClusterState:
         return self._state
+
+    def _remember(self, res: Reservation) -> None:
+        """``res`` is the last finite reservation, checked on the workers as
+        they are now."""
+        self._last = res
+        self._last_workers = self._state.worker_version
 
     async def fits(self, job: Job) -> tuple[list[Claim], dict[str, float]] | None:
         """The claims and shared amounts ``job`` would take on the state as it
@@ -221,7 +228,7 @@ class Planner:
             kept = Reservation(job, last.start, last.claims, last.shared)
             kept.slack = last.slack
             kept._hosts = last._hosts
-            self._last = kept
+            self._remember(kept)
             return kept
         self._last_releases = state.releases
         ends = list(state.ends)  # (end, seq, job), by end
@@ -243,7 +250,7 @@ class Planner:
         try:
             if times:
                 first, free_then = first_time_with_room(
-                    times, ends, state.free_total, job.min_tasks, now
+                    times, ends, state.held, state.free_total, job.min_tasks, now
                 )
                 claims = None
                 if first < len(times):
@@ -255,11 +262,20 @@ class Planner:
                         # last claims still fit then, they are its reservation,
                         # with no attempt and no projection (most sessions of a
                         # replay: the head waits many; benchmarks/bench_simulate.py,
-                        # EASY).
-                        again = _kept_at(state, last, ends, times[first], free_then)
+                        # EASY). They do if all that happened since is jobs
+                        # ending (capacity back) and jobs starting that were
+                        # checked not to delay them; else each host is checked.
+                        only_ends = (
+                            self._main.commits == 0
+                            and self._last_workers == state.worker_version
+                            and not last.shared
+                        )
+                        again = _kept_at(
+                            state, last, ends, times[first], free_then, check=not only_ends
+                        )
                         if again is not None:
                             again._hosts = last._hosts
-                            self._last = again
+                            self._remember(again)
                             return again
                     release_to(times[first])
                     claims = await self.fits(job)
@@ -283,7 +299,7 @@ class Planner:
                     slack = state.free_total - job.min_tasks
                     res = Reservation(job, times[lo], claims[0], claims[1])
                     res.slack = slack
-                    self._last = res
+                    self._remember(res)
                     return res
         finally:
             projection.undo()
@@ -430,35 +446,27 @@ def _kept_at(
     ends: list[tuple[float, int, Job]],
     start: float,
     free_then: int,
+    *,
+    check: bool = True,
 ) -> Reservation | None:
     """``res`` again (a new :class:`Reservation` with its start, claims and
     slack) if its claims still fit at ``start`` on projected capacity, else
-    ``None`` (then the caller searches afresh). Only for claims of slots alone
-    (no consumable, no shared resource); for others, ``None``. ``free_then``
-    is :func:`first_time_with_room`'s count of the slots free at ``start``.
+    ``None`` (then the caller searches afresh). ``free_then`` is
+    :func:`first_time_with_room`'s count of the slots free at ``start``.
 
-    The projection's answer without applying it: the slots that the jobs
+    ``check=False``: the caller knows they fit, because all that happened
+    since they were last checked is jobs ending (capacity only came back) and
+    jobs starting that were checked not to delay ``res``. Else they are
+    checked here, for claims of slots alone (no consumable, no shared
+    resource; for others, ``None``): the slots that the jobs
     ending by ``start`` free are summed per reserved host, and the commit's
     slot check is made on those hosts with them added. What it duplicates of
     :class:`Projection` and :meth:`ClusterState.lacks` (the slot clause) is
     justified by benchmarks/bench_simulate.py, EASY: a head waits through many
     job ends, and releasing every running job into the state and back cost
     most of those sessions."""
-    if res.shared:
+    if check and not _fit_then(state, res, ends, start):
         return None
-    per_host = state.per_host(res.claims)
-    by_name = state.by_name
-    for worker, _, need in per_host:
-        if need or not worker.usable or by_name.get(worker.name) is not worker:
-            return None
-    freed = dict.fromkeys([worker for worker, _, _ in per_host], 0)
-    for _, _, running in ends[: bisect_right(ends, start, key=_end)]:
-        for worker, slots, _ in running.claims:
-            if worker in freed:
-                freed[worker] += slots
-    for worker, slots, _ in per_host:
-        if slots > worker.slots - worker.used_slots + freed[worker]:
-            return None
     kept = Reservation(res.job, start, res.claims, res.shared)
     # An upper bound, as a fresh search's (free_then also counts hosts that
     # are down or hold more than they have).
@@ -466,17 +474,43 @@ def _kept_at(
     return kept
 
 
+def _fit_then(
+    state: ClusterState, res: Reservation, ends: list[tuple[float, int, Job]], start: float
+) -> bool:
+    """Whether ``res``'s claims of slots alone fit at ``start`` (see :func:`_kept_at`)."""
+    if res.shared:
+        return False
+    per_host = state.per_host(res.claims)
+    by_name = state.by_name
+    for worker, _, need in per_host:
+        if need or not worker.usable or by_name.get(worker.name) is not worker:
+            return False
+    freed = dict.fromkeys([worker for worker, _, _ in per_host], 0)
+    for _, _, running in ends[: bisect_right(ends, start, key=_end)]:
+        for worker, slots, _ in running.claims:
+            if worker in freed:
+                freed[worker] += slots
+    return all(
+        slots <= worker.slots - worker.used_slots + freed[worker] for worker, slots, _ in per_host
+    )
+
+
 def first_time_with_room(
-    times: list[float], ends: list[tuple[float, int, Job]], free: int, need: int, now: float
+    times: list[float],
+    ends: list[tuple[float, int, Job]],
+    held: Mapping[Job, int],
+    free: int,
+    need: int,
+    now: float,
 ) -> tuple[int, int]:
     """The index of the first of ``times`` by which ``need`` slots could be free
-    (free now plus every slot the jobs ending by then hold: an upper bound), or
-    ``len(times)``, and that count of free slots. No earlier time can fit the
-    head, so the search starts here."""
+    (free now plus every slot the jobs ending by then hold, ``held`` by job: an
+    upper bound), or ``len(times)``, and that count of free slots. No earlier
+    time can fit the head, so the search starts here."""
     i = 0
     for k, t in enumerate(times):
         while i < len(ends) and max(ends[i][0], now) <= t:
-            free += sum(slots for _, slots, _ in ends[i][2].claims)
+            free += held[ends[i][2]]
             i += 1
         if free >= need:
             return k, free

@@ -99,7 +99,9 @@ class ConservativePlan:
             {max(end, now) for end, _, _ in ends}
             | {res.end for res in self.reservations if now < res.end < math.inf}
         )
-        first = first_time_with_room(times, ends, state.free_total, job.min_tasks, now)[0]
+        first = first_time_with_room(
+            times, ends, state.held, state.free_total, job.min_tasks, now
+        )[0]
         projection = Projection(state)
         released = 0
         try:

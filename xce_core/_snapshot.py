@@ -229,6 +229,7 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
                 shared=dict(last.shared),
                 slack=last.slack,
                 releases=planner._last_releases,
+                workers=planner._last_workers,
             )
 
     pickers: dict[str, bytes] = {}
@@ -426,6 +427,7 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
                 job.shared_claims = dict(record.shared)
             if record.end is not None:
                 state.end_of[job] = record.end
+                state.held[job] = sum(n for _, n in job.allocation)
                 ends.append((record.end, job.seq, job))
             state.running_count += 1
         else:
@@ -524,6 +526,7 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
             last.slack = res.slack
             backfill._planner._last = last
             backfill._planner._last_releases = res.releases
+            backfill._planner._last_workers = res.workers
     parts.outbox[:] = snap.outbox
 
 

@@ -140,6 +140,9 @@ class ReservationRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=T
     shared: dict[str, float]
     slack: int
     releases: int
+    # ClusterState.worker_version when its claims were last checked (-1: to
+    # check again; what snapshots written before this field decode to).
+    workers: int = -1
 
 
 class LimitUsageRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):

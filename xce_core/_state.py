@@ -134,6 +134,8 @@ class ClusterState:
         # (end, seq, job), for backfill planning; ``end_of`` finds an entry.
         self.ends: SortedList[tuple[float, int, Job]] = SortedList()
         self.end_of: dict[Job, float] = {}
+        # The slots each of those jobs holds (backfill counts them per end).
+        self.held: dict[Job, int] = {}
         # Bumped whenever capacity may come back: a running job ends, a worker
         # or licence event. Backfill keeps a reservation while it stands still.
         self.releases = 0
@@ -474,6 +476,7 @@ class ClusterState:
         end = self.end_of.pop(job, None)
         if end is not None:
             self.ends.remove((end, job.seq, job))
+            del self.held[job]
         self.running_count -= 1
         self.retire(job, DONE)
 
@@ -533,7 +536,9 @@ class ClusterState:
         # Validated: apply.
         job_id = job.job_id
         allocation: list[tuple[Worker, int]] = []
+        held = 0
         for worker, slots, need in per_host:
+            held += slots
             self._freed(worker, -slots)
             worker.jobs.add(job_id)
             if need:
@@ -553,6 +558,7 @@ class ClusterState:
         if limit is not None:
             end = now + limit
             self.end_of[job] = end
+            self.held[job] = held
             self.ends.add((end, job.seq, job))
         job.last_reason = None
         self.pending_count -= 1

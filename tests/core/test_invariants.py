@@ -146,6 +146,11 @@ def check_invariants(core: SchedulerCore) -> None:
         }
     for name, used in state.shared_used.items():
         assert abs(used - shared[name]) < 1e-6
+    # Backfill's index of running jobs with run limits, and the slots each holds.
+    assert set(state.held) == set(state.end_of) == {job for _, _, job in state.ends}
+    for job, held in state.held.items():
+        assert job.state is JobState.RUNNING
+        assert held == sum(n for _, n in job.allocation)
 
 
 def summarize(decisions: list) -> list:  # type: ignore[type-arg]

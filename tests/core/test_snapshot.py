@@ -243,6 +243,9 @@ async def test_a_snapshot_holds_what_the_core_knows() -> None:
     assert [(end, seq, job.job_id) for end, seq, job in other.ends] == [
         (end, seq, job.job_id) for end, seq, job in state.ends
     ]
+    assert {job.job_id: n for job, n in other.held.items()} == {
+        job.job_id: n for job, n in state.held.items()
+    }
     assert other.queues == state.queues
     # Ended ids are still refused.
     copy.apply(submit("done"))

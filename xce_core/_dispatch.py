@@ -131,8 +131,13 @@ class Dispatcher:
         if free_total < lo:
             # Busy cluster: nothing can start, and saying why needs no host list.
             # A licence that is gone as well is the more specific answer.
-            shortfalls = [_shared_shortfall(u.shared(lo), ctx) for u in prepared.options]
-            if all(shortfalls):
+            # (A plain primary takes no licence: no list to make.)
+            shortfalls = (
+                None
+                if prepared.plain
+                else [_shared_shortfall(u.shared(lo), ctx) for u in prepared.options]
+            )
+            if shortfalls is not None and all(shortfalls):
                 ctx.reason = PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, shortfalls[0])
             else:
                 ctx.reason = session.explain_without_candidates(primary.select, lo)

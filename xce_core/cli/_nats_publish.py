@@ -161,9 +161,15 @@ class DecisionPublisher:
                     self.acked = self.published
                 continue
             self._buffer.append((number, position, msg_id, encode(decision)))
+        # Sent as the window allows: a session's hand-over of many thousand
+        # decisions sent at once would wait in the server's buffers, and its
+        # first ack come late (benchmarks/bench_nats.py).
         await self._send_pending()
-        while self.published - self.acked > self._options.publish_window:
+        while self._sent < len(self._buffer) or (
+            self.published - self.acked > self._options.publish_window
+        ):
             await self._wait_progress()
+            await self._send_pending()
 
     async def wait_acked(self, count: int) -> None:
         """Wait until ``acked >= count``."""
@@ -200,11 +206,14 @@ class DecisionPublisher:
             subject = self._options.decisions_subject
             reply = f"{self._prefix}.{self._generation}."
             publish = self._nc.publish
+            window = self._options.publish_window
             if self._sent == 0:  # nothing in flight: the ack clock starts now
                 self._progress_at = time.monotonic()
             try:
                 while self._sent < len(buffer) and not self._needs_resync:
                     number, position, msg_id, payload = buffer[self._sent]
+                    if number - self.acked >= window:
+                        break  # the rest when acks come
                     if number % _YIELD_EVERY == 0:  # let acks and the lease through
                         await anyio.lowlevel.checkpoint()
                     headers = {

@@ -116,7 +116,8 @@ async def ensure_streams(js: JetStreamContext, options: NatsOptions) -> None:
 
 async def recreate_consumer(js: JetStreamContext, options: NatsOptions, start_seq: int) -> None:
     """Delete the durable consumer if it exists and create it anew, delivering
-    the input stream from ``start_seq`` with explicit acks.
+    the input stream from ``start_seq`` with explicit, cumulative acks (an ack
+    covers every message before it too: messages are applied in order).
 
     Recreating (rather than resuming) is what keeps delivery in stream order
     after a crash: messages the previous holder had been delivered but not
@@ -130,7 +131,7 @@ async def recreate_consumer(js: JetStreamContext, options: NatsOptions, start_se
             durable_name=options.durable,
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=start_seq,
-            ack_policy=AckPolicy.EXPLICIT,
+            ack_policy=AckPolicy.ALL,
             ack_wait=options.ack_wait,
             max_ack_pending=max(4 * options.publish_window, 10 * options.batch),
             max_waiting=16,

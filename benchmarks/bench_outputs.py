@@ -12,11 +12,19 @@ figure to compare on a busy machine):
 and prints the added cost as a share of the plain replay. The target is at most
 10% on the NASA trace. Parquet's figure includes importing pyarrow the first
 time (a few hundred ms that a fresh ``xce simulate`` process pays once).
+
+With ``--command`` it also times the whole ``xce simulate`` command (a fresh
+process: start-up, reading the trace, the replay, the summary) without and
+with ``--schedule``/``--timeseries``: what a user waits for (children's CPU
+time, best of ``--repeat``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -53,6 +61,7 @@ def main() -> None:
     parser.add_argument("trace", nargs="?", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
     parser.add_argument("--repeat", type=int, default=3, help="runs per case (best kept)")
+    parser.add_argument("--command", action="store_true", help="also time `xce simulate`")
     args = parser.parse_args()
     trace = read_swf(args.trace, limit=args.limit)
     print(f"{args.trace.name}: {len(trace.jobs)} jobs")
@@ -81,6 +90,39 @@ def main() -> None:
                 f" writing {write_best:.3f} s, {rows:,} rows,"
                 f" {schedule.stat().st_size / 1e6:.1f} MB + {series.stat().st_size / 1e6:.1f} MB)"
             )
+    if args.command:
+        command(args.trace, args.repeat)
+
+
+def command(trace: Path, repeat: int) -> None:
+    """The whole ``xce simulate`` command, without and with each format's outputs."""
+    xce = [str(Path(sys.executable).with_name("xce"))]  # the venv's console script
+
+    def best(extra: list[str]) -> float:
+        times = []
+        for _ in range(repeat):
+            before = os.times()
+            subprocess.run([*xce, "simulate", str(trace), "-q", *extra], check=True,
+                           stdout=subprocess.DEVNULL)  # fmt: skip
+            after = os.times()
+            times.append(
+                after.children_user + after.children_system
+                - before.children_user - before.children_system
+            )  # fmt: skip
+        return min(times)
+
+    base = best([])
+    print(f"{'xce simulate, no outputs':<34} {base:>7.3f} s cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        for schedule_fmt, series_fmt in FORMATS:
+            out = [
+                "--schedule", str(Path(tmp) / f"schedule.{schedule_fmt}"),
+                "--timeseries", str(Path(tmp) / f"series.{series_fmt}"),
+            ]  # fmt: skip
+            cost = best(out)
+            label = f"xce simulate + {schedule_fmt} + {series_fmt}"
+            added = cost - base
+            print(f"{label:<34} {cost:>7.3f} s cpu  (+{added:.3f} s, {added / base:+.1%})")
 
 
 def _cpu(run: object) -> float:

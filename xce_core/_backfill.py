@@ -64,8 +64,10 @@ class Reservation:
     claims: list[Claim] = field(default_factory=list)
     # Shared resources the head takes (licences), held with the claims.
     shared: dict[str, float] = field(default_factory=dict)
-    # When the reserved job would end (conservative backfill).
+    # When the reserved job would end, and the slots it holds (conservative
+    # backfill).
     end: float = math.inf
+    slots: int = 0
     # Slots that jobs running past ``start`` may still take without the head
     # losing what it needs (an upper bound; on one-slot hosts, the textbook's
     # extra nodes). Lowered as such jobs start.
@@ -136,22 +138,27 @@ class Reservation:
 class Projection:
     """Changes to the state's capacity, undone exactly by :meth:`undo`."""
 
-    __slots__ = ("_saved", "_shared", "_state")
+    __slots__ = ("_amounts", "_shared", "_slots", "_state")
 
     def __init__(self, state: ClusterState) -> None:
         self._state = state
-        self._saved: dict[Worker, tuple[int, dict[str, float]]] = {}
+        # Each touched worker's used slots before, and its consumables' use
+        # before, for those whose consumables changed.
+        self._slots: dict[Worker, int] = {}
+        self._amounts: dict[Worker, dict[str, float]] = {}
         self._shared: dict[str, float] | None = None
 
     def apply(self, claims: Claims, shared: Mapping[str, float] | None, sign: int) -> None:
         """Release (``sign`` -1) or take (+1) ``claims`` and ``shared`` amounts."""
         state = self._state
-        saved = self._saved
+        freed = state._freed
+        saved = self._slots.setdefault
         for worker, slots, need in claims:
-            if worker not in saved:
-                saved[worker] = (worker.used_slots, dict(worker.used))
-            state._freed(worker, -sign * slots)
+            saved(worker, worker.used_slots)
+            freed(worker, -sign * slots)
             if need:
+                if worker not in self._amounts:
+                    self._amounts[worker] = dict(worker.used)
                 used = worker.used
                 for name, amount in need:
                     used[name] = used.get(name, 0.0) + sign * amount
@@ -164,13 +171,15 @@ class Projection:
 
     def undo(self) -> None:
         """Put back every worker and the shared use as they were."""
-        state = self._state
-        for worker, (used_slots, used) in self._saved.items():
-            state._freed(worker, worker.used_slots - used_slots)
+        freed = self._state._freed
+        for worker, used_slots in self._slots.items():
+            freed(worker, worker.used_slots - used_slots)
+        for worker, used in self._amounts.items():
             worker.used = used
-        self._saved.clear()
+        self._slots.clear()
+        self._amounts.clear()
         if self._shared is not None:
-            state.shared_used = self._shared
+            self._state.shared_used = self._shared
             self._shared = None
 
 

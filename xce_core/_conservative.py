@@ -112,6 +112,14 @@ class ConservativePlan:
                 released = upto
                 stop = t + limit if limit is not None else math.inf
                 held = [res for res in self.reservations if res.start < stop and res.end > t]
+                # Reservations already running at t overlap one another, so each
+                # was placed beside the others: together they take their slots
+                # of what is free at t. Fewer left than the job needs: no attempt,
+                # and no count per host either (a bound of _free_beside's figure,
+                # cheap to find: a deep plan scans many times; bench_simulate.py).
+                busy = sum(res.slots for res in held if res.start <= t)
+                if state.free_total - busy < job.min_tasks:
+                    continue
                 if _free_beside(state.free_total, held) < job.min_tasks:
                     continue  # too few slots left beside them: no attempt needed
                 for res in held:
@@ -124,6 +132,7 @@ class ConservativePlan:
                 if claims is not None:
                     res = Reservation(job, t, claims[0], claims[1])
                     res.end = t + limit if limit is not None else math.inf
+                    res.slots = sum(slots for _, slots, _ in res.claims)
                     self.reservations.append(res)
                     return res
         finally:

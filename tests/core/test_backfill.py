@@ -21,7 +21,9 @@ from events import (
     JobReserved,
     JobSubmitted,
     LimitsConfig,
+    QueueConfig,
     SessionBegin,
+    WorkerDown,
     WorkerUp,
 )
 from tests.core.test_invariants import check_invariants
@@ -474,3 +476,85 @@ def test_backfill_with_limits_keeps_every_invariant_and_never_faults(
     import anyio
 
     anyio.run(run)
+
+
+async def test_a_waiting_head_moves_when_a_reserved_host_goes_down() -> None:
+    # 5 one-slot hosts. "a" (3 hosts) ends at 10, "b" (1 host) at 20; "wide" (4)
+    # is reserved at 10 on a's hosts and the free one. Then one of a's hosts
+    # goes down: by slot count 10 still looks possible (a's slots come back),
+    # and the head's last claims would be kept as they are if only jobs had
+    # ended since; a worker event makes them be checked, and the head moves to
+    # 20, where four usable hosts are free.
+    clock = VirtualClock()
+    core = SchedulerCore(SchedulerConfig(backfill="easy"), clock=clock)
+    for i in range(5):
+        core.apply(WorkerUp(name=f"h{i}", slots=1))
+    core.apply(JobSubmitted(job_id="a", max_tasks=3, run_limit=10.0))
+    core.apply(JobSubmitted(job_id="b", max_tasks=1, run_limit=20.0))
+    core.apply(JobSubmitted(job_id="c", max_tasks=1, run_limit=30.0))
+    await core.run_session()
+    hosts_of = {
+        d.job_id: [h.host for h in d.hosts]
+        for d in core.take_decisions()
+        if isinstance(d, JobAllocated)
+    }
+    assert set(hosts_of) == {"a", "b", "c"}
+    core.apply(JobFinished(job_id="c"))
+    core.apply(JobSubmitted(job_id="wide", max_tasks=4, run_limit=5.0))
+    await core.run_session()
+    first = [d for d in core.take_decisions() if isinstance(d, JobReserved)]
+    assert [(d.job_id, d.start) for d in first] == [("wide", 10.0)]
+    down = hosts_of["a"][0]
+    assert down in [h.host for h in first[0].hosts]
+    clock.advance_to(1.0)
+    core.apply(WorkerDown(name=down))
+    await core.run_session()
+    moved = [d for d in core.take_decisions() if isinstance(d, JobReserved)]
+    assert [(d.job_id, d.start) for d in moved] == [("wide", 20.0)]
+    assert down not in [h.host for h in moved[0].hosts]
+    check_invariants(core)
+
+
+async def test_a_waiting_head_moves_when_a_job_ahead_of_it_takes_a_reserved_host() -> None:
+    # 6 one-slot hosts; only h5 has type b. "a" (3 hosts) ends at 10; "wide" (4)
+    # is reserved at 10 on a's hosts and h5. Then "c" ends (capacity back, so
+    # the reservation is looked at again) and "x", of a higher-priority queue,
+    # takes h5 ahead of the head: 10 is still the first time with room by slot
+    # count, but the head's last claims no longer fit there and must move to h4.
+    clock = VirtualClock()
+    core = SchedulerCore(SchedulerConfig(backfill="easy"), clock=clock)
+    for i in range(6):
+        core.apply(WorkerUp(name=f"h{i}", slots=1, attrs={"type": "b" if i == 5 else "a"}))
+    core.apply(QueueConfig(name="high", priority=10))
+    core.apply(JobSubmitted(job_id="a", max_tasks=3, run_limit=10.0))
+    core.apply(JobSubmitted(job_id="b", max_tasks=1, run_limit=20.0))
+    core.apply(JobSubmitted(job_id="c", max_tasks=1, run_limit=30.0))
+    core.apply(JobSubmitted(job_id="filler", max_tasks=1, run_limit=40.0))
+    await core.run_session()
+    started = {
+        d.job_id: [h.host for h in d.hosts]
+        for d in core.take_decisions()
+        if isinstance(d, JobAllocated)
+    }
+    assert started["filler"] == ["h5"]
+    assert started["c"] == ["h4"]
+    core.apply(JobFinished(job_id="filler"))
+    core.apply(JobSubmitted(job_id="wide", max_tasks=4, run_limit=5.0))
+    await core.run_session()
+    first = [d for d in core.take_decisions() if isinstance(d, JobReserved)]
+    assert [(d.job_id, d.start) for d in first] == [("wide", 10.0)]
+    assert "h5" in [h.host for h in first[0].hosts]
+    clock.advance_to(1.0)
+    core.apply(JobFinished(job_id="c"))
+    core.apply(
+        JobSubmitted(
+            job_id="x", queue="high", max_tasks=1, run_limit=100.0, resreq="select[type==b]"
+        )
+    )
+    await core.run_session()
+    out = core.take_decisions()
+    assert [h.host for d in out if isinstance(d, JobAllocated) for h in d.hosts] == ["h5"]
+    moved = [d for d in out if isinstance(d, JobReserved)]
+    assert [(d.job_id, d.start) for d in moved] == [("wide", 10.0)]
+    assert sorted(h.host for h in moved[0].hosts) == ["h0", "h1", "h2", "h4"]
+    check_invariants(core)

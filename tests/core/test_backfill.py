@@ -558,3 +558,24 @@ async def test_a_waiting_head_moves_when_a_job_ahead_of_it_takes_a_reserved_host
     assert [(d.job_id, d.start) for d in moved] == [("wide", 10.0)]
     assert sorted(h.host for h in moved[0].hosts) == ["h0", "h1", "h2", "h4"]
     check_invariants(core)
+
+
+async def test_a_job_wider_than_the_slack_is_refused_without_an_attempt() -> None:
+    # 4 one-slot hosts; "a" holds 3 until 10, so "wide" (4) is reserved at 10
+    # with no slack. "long" (1 host, 20 s) fits now on the free host but would
+    # run past 10 on a slot the head needs: it is held for the head without
+    # being placed first (only "wide" is attempted).
+    clock = VirtualClock()
+    core = SchedulerCore(SchedulerConfig(backfill="easy"), clock=clock)
+    for i in range(4):
+        core.apply(WorkerUp(name=f"h{i}", slots=1))
+    core.apply(JobSubmitted(job_id="a", max_tasks=3, run_limit=10.0))
+    await core.run_session()
+    core.take_decisions()
+    core.apply(JobSubmitted(job_id="wide", max_tasks=4, run_limit=5.0))
+    core.apply(JobSubmitted(job_id="long", max_tasks=1, run_limit=20.0))
+    await core.run_session()
+    pended = {d.job_id: d.reason for d in core.take_decisions() if isinstance(d, JobPended)}
+    assert pended == {"wide": "not_enough_slots", "long": "reserved_for_other"}
+    assert core.last_session is not None
+    assert core.last_session.attempts == 1

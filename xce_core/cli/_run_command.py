@@ -271,7 +271,12 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
     metavar="NAME",
     help="Allocator for multi-task requirements (xce.allocators entry point).",
 )
-@click.option("--strict-fifo", is_flag=True, help="A session stops at the first job that pends.")
+@click.option(
+    "--strict-fifo",
+    is_flag=True,
+    help="A session stops at the first job that pends (with --backfill it adds nothing: "
+    "later jobs may only backfill).",
+)
 @policy_options
 @click.option("--no-cache", is_flag=True, help="Disable the unsatisfiable-requirement cache.")
 @click.option(

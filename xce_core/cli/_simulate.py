@@ -86,7 +86,10 @@ _log = logging.getLogger("xce.simulate")
     help="Resource requirement for every job, used verbatim (replaces mem/partition).",
 )
 @click.option(
-    "--strict-fifo", is_flag=True, help="Stop each session at the first job that cannot start."
+    "--strict-fifo",
+    is_flag=True,
+    help="Stop each session at the first job that cannot start (with --backfill it adds "
+    "nothing: in-order starts stop there anyway, and later jobs may only backfill).",
 )
 @policy_options
 @click.option(

@@ -240,19 +240,9 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
             pickers[name] = data
 
     snapshot = Snapshot(
+        # Field by field: the record fixes the format whatever SchedulerConfig adds.
         config=ConfigRecord(
-            picker=config.picker,
-            sequential_allocator=config.sequential_allocator,
-            parallel_allocator=config.parallel_allocator,
-            strict_fifo=config.strict_fifo,
-            unsatisfiable_cache=config.unsatisfiable_cache,
-            sleep_blocked_groups=config.sleep_blocked_groups,
-            backfill=config.backfill,
-            backfill_depth=config.backfill_depth,
-            batch_size=config.batch_size,
-            yield_every=config.yield_every,
-            session_interval=config.session_interval,
-            fairshare=config.fairshare,
+            **{name: getattr(config, name) for name in ConfigRecord.__struct_fields__}
         ),
         events_received=counters.events_received,
         sessions=counters.sessions,

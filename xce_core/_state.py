@@ -134,7 +134,8 @@ class ClusterState:
         # (end, seq, job), for backfill planning; ``end_of`` finds an entry.
         self.ends: SortedList[tuple[float, int, Job]] = SortedList()
         self.end_of: dict[Job, float] = {}
-        # The slots each of those jobs holds (backfill counts them per end).
+        # The slots each of those jobs holds: what EASY's first-time bound adds
+        # per end without walking claims (benchmarks/bench_simulate.py, EASY).
         self.held: dict[Job, int] = {}
         # Bumped whenever capacity may come back: a running job ends, a worker
         # or licence event. Backfill keeps a reservation while it stands still.

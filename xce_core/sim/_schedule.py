@@ -41,10 +41,10 @@ import itertools
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, compress
 from pathlib import Path
-from typing import IO, Any, Final, Literal
+from typing import IO, Any, Final, Literal, TypeVar
 
 import msgspec
 
@@ -143,6 +143,8 @@ def _split_reason(reason: str) -> tuple[str, str]:
 
 
 _Run = tuple[int, int, int]  # first host (an index into the names), hosts, slots each
+_T = TypeVar("_T")
+_U = TypeVar("_U")
 
 
 def schedule_columns(outcomes: Sequence[JobOutcome]) -> dict[str, list[Any]]:
@@ -225,40 +227,44 @@ def _columns(table: OutcomeTable) -> tuple[dict[str, list[Any]], list[list[_Run]
 
 
 def _hosts_text(runs: list[list[_Run]], names: Sequence[str]) -> list[str]:
-    """CSV: ``host:slots`` separated by spaces. Runs repeat (the same hosts for
-    many jobs), so each run's text is made once."""
-    texts: dict[_Run, str] = {}
-    out: list[str] = []
-    for job in runs:
-        parts = []
-        for run in job:
-            text = texts.get(run)
-            if text is None:
-                host, length, slots = run
-                text = texts[run] = " ".join(
-                    f"{names[h]}:{slots}" for h in range(host, host + length)
-                )
-            parts.append(text)
-        out.append(" ".join(parts))
-    return out
+    """CSV: ``host:slots`` separated by spaces."""
+
+    def text(host: int, length: int, slots: int) -> str:
+        return " ".join(f"{names[h]}:{slots}" for h in range(host, host + length))
+
+    return _per_job(runs, text, " ".join)
 
 
 def _hosts_json(runs: list[list[_Run]], names: Sequence[str]) -> list[msgspec.Raw]:
-    """JSON Lines: ``[[host, slots], ...]``, already encoded (each run once)."""
+    """JSON Lines: ``[[host, slots], ...]``, already encoded."""
     encode = msgspec.json.encode
-    texts: dict[_Run, bytes] = {}
-    out: list[msgspec.Raw] = []
+
+    def text(host: int, length: int, slots: int) -> bytes:
+        return encode([(names[h], slots) for h in range(host, host + length)])[1:-1]
+
+    def join(parts: list[bytes]) -> msgspec.Raw:
+        return msgspec.Raw(b"[" + b",".join(parts) + b"]")
+
+    return _per_job(runs, text, join)
+
+
+def _per_job(
+    runs: list[list[_Run]],
+    render: Callable[[int, int, int], _T],
+    join: Callable[[list[_T]], _U],
+) -> list[_U]:
+    """Each job's runs rendered and joined. Runs repeat (the same hosts for
+    many jobs), so each run is rendered once."""
+    texts: dict[_Run, _T] = {}
+    out: list[_U] = []
     for job in runs:
         parts = []
         for run in job:
             text = texts.get(run)
             if text is None:
-                host, length, slots = run
-                text = texts[run] = encode(
-                    [(names[h], slots) for h in range(host, host + length)]
-                )[1:-1]
+                text = texts[run] = render(*run)
             parts.append(text)
-        out.append(msgspec.Raw(b"[" + b",".join(parts) + b"]"))
+        out.append(join(parts))
     return out
 
 

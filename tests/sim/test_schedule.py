@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from xce_core import SchedulerConfig
 from xce_core.sim import (
@@ -19,6 +21,7 @@ from xce_core.sim import (
     TIMESERIES_COLUMNS,
     ClusterSpec,
     HostGroup,
+    JobOutcome,
     SimResult,
     SwfJob,
     as_table,
@@ -237,3 +240,55 @@ async def test_summary_figures() -> None:
     assert s.bounded_slowdown_max == max(r["bounded_slowdown"] for r in rows)
     assert sum(f.started for f in s.by_size.values()) == s.started
     assert sum(f.jobs for f in s.by_size.values()) == s.jobs - s.rejected
+
+
+_outcome = st.builds(
+    lambda submit, wait, run, procs, status: JobOutcome(
+        job_id="j",
+        submit=float(submit),
+        run_time=float(run),
+        procs=procs,
+        status=status,
+        start=float(submit + wait) if status == "started" else None,
+        hosts=[("h", procs)] if status == "started" else [],
+    ),
+    st.integers(0, 20),
+    st.sampled_from([0, 0, 1, 3, 7]),  # waits and run times: often 0, so that
+    st.sampled_from([0, 0, 1, 3, 7]),  # an instant may change nothing
+    st.integers(1, 4),
+    st.sampled_from(["started", "started", "never_started", "rejected", "pending"]),
+)
+
+
+@given(st.lists(_outcome, max_size=12), st.none() | st.integers(0, 40))
+def test_the_time_series_matches_a_state_at_every_instant(
+    outcomes: list[JobOutcome], until: int | None
+) -> None:
+    # Reference: the state just after each instant where anything happened,
+    # counted from scratch; a row wherever it differs from the row before.
+    queued = [o for o in outcomes if o.status not in ("rejected", "unreplayed")]
+    started = [o for o in queued if o.start is not None]
+    instants = sorted(
+        {o.submit for o in queued}
+        | {o.start for o in started if o.start is not None}
+        | {o.start + o.run_time for o in started if o.start is not None}
+    )
+    expected: list[tuple[float, int, int, int, int]] = []
+    for t in instants:
+        if until is not None and t > until:
+            break
+        running = [
+            o for o in started if o.start is not None and o.start <= t < o.start + o.run_time
+        ]
+        waiting = [o for o in queued if o.submit <= t and (o.start is None or o.start > t)]
+        row = (
+            t,
+            sum(o.procs for o in running),
+            len(running),
+            len(waiting),
+            sum(o.procs for o in waiting),
+        )
+        if not expected or row[1:] != expected[-1][1:]:
+            expected.append(row)
+    columns = timeseries_columns(outcomes, until)
+    assert list(zip(*columns.values(), strict=True)) == expected

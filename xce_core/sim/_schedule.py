@@ -35,14 +35,15 @@ reader never sees half a file.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import importlib
 import itertools
-import math
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
-from itertools import accumulate, compress
+from itertools import accumulate, chain, compress
+from operator import ne
 from pathlib import Path
 from typing import IO, Any, Final, Literal, TypeVar
 
@@ -457,23 +458,15 @@ def timeseries_columns(
         list(accumulate(map(deltas.__getitem__, order)))
         for deltas in (d_used, d_running, d_queue, d_demand)
     ]
-    # A row per instant, after its last change, and only where a total moved.
-    limit = math.inf if until is None else until
-    rows: list[int] = []
-    previous: tuple[int, ...] | None = None
-    for k in range(len(at)):
-        t = at[k]
-        if t > limit:
-            break
-        if k + 1 < len(at) and at[k + 1] == t:
-            continue
-        row = (totals[0][k], totals[1][k], totals[2][k], totals[3][k])
-        if row != previous:
-            rows.append(k)
-            previous = row
-    out: dict[str, list[Any]] = {"time": [at[k] for k in rows]}
+    # A row per instant, after its last change, and only where a total moved
+    # (compress and map over the columns: C loops, as above).
+    count = len(at) if until is None else bisect.bisect_right(at, until)
+    instants = list(compress(range(count), chain(map(ne, at, at[1:count]), (True,))))
+    values = list(zip(*([column[k] for k in instants] for column in totals), strict=True))
+    kept = list(compress(instants, chain((True,), map(ne, values[1:], values))))
+    out: dict[str, list[Any]] = {"time": [at[k] for k in kept]}
     for name, column in zip(TIMESERIES_COLUMNS[1:], totals, strict=True):
-        out[name] = [column[k] for k in rows]
+        out[name] = [column[k] for k in kept]
     return out
 
 

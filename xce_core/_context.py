@@ -135,6 +135,17 @@ class SchedContext:
         tentative[index] = tentative.get(index, 0) + slots
         self.journal.append((worker, slots, need(want, slots) if want else ()))
 
+    def claim_many(self, workers: list[Worker], slots: int, want: Want) -> None:
+        """:meth:`claim` a bucket of ``slots`` tasks on each of ``workers``
+        (distinct), in order."""
+        tentative = self.slots
+        append = self.journal.append
+        taken = need(want, slots) if want else ()
+        for worker in workers:
+            index = worker.index
+            tentative[index] = tentative.get(index, 0) + slots
+            append((worker, slots, taken))
+
     def mark(self) -> tuple[int, dict[str, float]]:
         """A point to roll back to (host claims and shared claims)."""
         return len(self.journal), dict(self.shared) if self.shared else _NO_SHARED

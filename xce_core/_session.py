@@ -55,6 +55,20 @@ class Pacer:
             return True
         return False
 
+    def burst(self, steps: int) -> int:
+        """Right after :meth:`tick`: how many of the next ``steps`` steps, the one
+        just ticked included, may run before the budget calls for a checkpoint
+        (one while a cancellation is pending). The caller runs them without
+        ticking, then counts the extra ones with :meth:`spend`: the same
+        checkpoints as a tick per step."""
+        if self.interrupt:
+            return 1
+        return min(steps, self.every - self.count)
+
+    def spend(self, steps: int) -> None:
+        """Count ``steps`` steps run within a :meth:`burst` after its first."""
+        self.count += steps
+
 
 @dataclass(slots=True, eq=False)
 class CandidateSet:

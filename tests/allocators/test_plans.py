@@ -18,7 +18,9 @@ from allocators._plans import (
 from tests.allocators.conftest import build, context_for
 from tests.helpers import up
 from xce_core import parse_resreq
-from xce_core.plugin import PlanStream, PrimaryRequest, Want, balanced_partition
+from xce_core._context import SchedContext
+from xce_core._iterators import _place_plan
+from xce_core.plugin import PlanStream, PrimaryRequest, Status, Want, balanced_partition
 from xce_core.resreq import Primary, Span
 
 
@@ -252,3 +254,38 @@ def _placeable(plan: tuple[int, ...], caps: list[int]) -> bool:
 def test_can_fit_matches_a_brute_force_matching(caps: list[int], buckets: list[int]) -> None:
     plan = tuple(sorted(buckets, reverse=True))
     assert can_fit(plan, sorted(caps)) == _placeable(plan, caps)
+
+
+async def test_a_plan_of_equal_buckets_is_paced_a_step_per_host() -> None:
+    """Equal buckets are scanned and claimed in bursts, with the checkpoints of
+    a tick per host: a cancellation arrives at the same host, a placement
+    leaves the budget where that many ticks would, and so does a failure (its
+    last, failed step included), with no claim left."""
+    core = build([up(f"h{i:02}", 1) for i in range(30)])
+    primary = parse_resreq("")
+    assert isinstance(primary, Primary)
+
+    def attempt() -> tuple[SchedContext, PrimaryRequest]:
+        ctx = context_for(core)
+        ctx.session.pacer.every = 8
+        return ctx, PrimaryRequest(primary, 20, (), ctx.session.candidates(primary))
+
+    ctx, request = attempt()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await _place_plan(ctx, request, (1,) * 20)
+    assert scope.cancelled_caught
+    assert len(ctx.journal) == 7  # the 8th step spent the budget and checkpointed
+
+    ctx, request = attempt()
+    assert await _place_plan(ctx, request, (1,) * 20) is Status.OK
+    assert [w.name for w, _, _ in ctx.journal] == [f"h{i:02}" for i in range(20)]
+    assert ctx.session.pacer.count == 20 % 8
+
+    ctx, _ = attempt()
+    ctx.claim_many([core.state.by_name[f"h{i:02}"] for i in range(10)], 1, ())  # 20 left
+    before = list(ctx.journal)
+    request = PrimaryRequest(primary, 25, (), ctx.session.candidates(primary))
+    assert await _place_plan(ctx, request, (1,) * 25) is Status.UNSCHEDULABLE
+    assert ctx.journal == before  # this plan's claims rolled back exactly
+    assert ctx.session.pacer.count == 21 % 8  # 20 hosts found, the 21st step failed

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, TypeAlias
 
+from events import HostSlots
 from xce_core._results import PendReason, Want
 from xce_core.resreq import ResReq, Value
 
@@ -40,7 +41,9 @@ class Worker:
     """A host: static attributes, slot and consumable totals, and what is in use.
 
     ``index`` is the canonical order (first registration); the host iterator walks
-    workers in that order unless ``order[]`` sorts them.
+    workers in that order unless ``order[]`` sorts them. ``one_slot`` is the host
+    holding one slot as a decision lists it, built once (frozen, so every
+    decision may share it).
     """
 
     __slots__ = (
@@ -48,6 +51,7 @@ class Worker:
         "index",
         "jobs",
         "name",
+        "one_slot",
         "resources",
         "slots",
         "usable",
@@ -74,6 +78,7 @@ class Worker:
         self.usable = True
         self.jobs: set[str] = set()
         self.values = WorkerValues(self)
+        self.one_slot = HostSlots(host=name, slots=1)
 
     @property
     def free_slots(self) -> int:

@@ -2,17 +2,41 @@
 
 from __future__ import annotations
 
-import click
+import importlib
+from typing import Final
 
-from xce_core.cli._generate import generate_trace_command
-from xce_core.cli._run_command import run_command
-from xce_core.cli._simulate import simulate_command
-from xce_core.cli._sweep import sweep_command
+import click
 
 __all__ = ["main"]
 
+# Each command's module is imported when the command is asked for: `xce
+# simulate` does not import the service, the sweep or the generator (start-up
+# counts on a short trace).
+_COMMANDS: Final = {
+    "run": ("xce_core.cli._run_command", "run_command"),
+    "simulate": ("xce_core.cli._simulate", "simulate_command"),
+    "sweep": ("xce_core.cli._sweep", "sweep_command"),
+    "generate-trace": ("xce_core.cli._generate", "generate_trace_command"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LazyGroup(click.Group):
+    """A group whose commands are imported on first use (``_COMMANDS``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = _COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        module, name = where
+        command = getattr(importlib.import_module(module), name)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="xce")
 def main() -> None:
     """xce: an event-driven scheduler core for batch clusters.
@@ -25,9 +49,3 @@ def main() -> None:
 
     See README.md for the event schema and examples.
     """
-
-
-main.add_command(run_command, "run")
-main.add_command(simulate_command, "simulate")
-main.add_command(sweep_command, "sweep")
-main.add_command(generate_trace_command, "generate-trace")

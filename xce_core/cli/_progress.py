@@ -14,31 +14,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Final
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TaskProgressColumn,
-    TextColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
-
 __all__ = ["ProgressCallback", "replay_progress"]
 
 ProgressCallback = Callable[[int, int], None]
 _SMOOTHING: Final = 0.3  # weight of the newest rate in the lines' average
-
-
-class _Rate(ProgressColumn):
-    """Jobs per second, as rich estimates it."""
-
-    def render(self, task: Task) -> Text:
-        speed = task.speed
-        return Text("" if speed is None else f"{speed:,.0f} jobs/s", style="progress.data.speed")
 
 
 def _duration(seconds: float) -> str:
@@ -93,12 +72,42 @@ def replay_progress(
     if not stream.isatty():
         yield _Lines(stream, interval, label)
         return
+    with _bar(stream, total, label) as progress:
+        yield progress
+
+
+@contextlib.contextmanager
+def _bar(stream: IO[str], total: int, label: str) -> Iterator[ProgressCallback]:
+    """The rich bar. Rich is imported here, on a terminal only: a replay in a
+    script or a CI job does not pay for importing it (start-up, which counts on
+    a short trace)."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        Task,
+        TaskProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        """Jobs per second, as rich estimates it."""
+
+        def render(self, task: Task) -> Text:
+            speed = task.speed
+            text = "" if speed is None else f"{speed:,.0f} jobs/s"
+            return Text(text, style="progress.data.speed")
+
     columns = (
         TextColumn(label),
         BarColumn(),
         TaskProgressColumn(),
         MofNCompleteColumn(),
-        _Rate(),
+        Rate(),
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=Console(file=stream), transient=True) as bar:

@@ -111,7 +111,9 @@ def replay(
     return starts, decisions
 
 
-def textbook_easy(jobs: list[TJob], hosts: int) -> dict[str, float]:
+def textbook_easy(
+    jobs: list[TJob], hosts: int, *, one_pass_per_instant: bool = False
+) -> dict[str, float]:
     """EASY as the textbooks state it, on one-slot hosts, written plainly.
 
     At each instant (finishes, then arrivals, then scheduling): start jobs in
@@ -121,6 +123,11 @@ def textbook_easy(jobs: list[TJob], hosts: int) -> dict[str, float]:
     the extra nodes are those free then beyond its need. A later job that fits
     now starts if it ends by the shadow time, or if it needs no more than the
     extra nodes (which it then uses up).
+
+    A job that runs 0 s ends at the instant it starts; its end is one more
+    instant, with its own pass. With ``one_pass_per_instant`` (the simulator's
+    rule, as in AccaSim) it ends after that instant's pass instead, and the
+    next pass is at the next arrival or end, else a second later.
     """
     queue: list[TJob] = []
     running: list[tuple[TJob, float]] = []  # job, start
@@ -128,14 +135,19 @@ def textbook_easy(jobs: list[TJob], hosts: int) -> dict[str, float]:
     pending = sorted(jobs, key=lambda j: j.submit)
     times = sorted({j.submit for j in jobs})
     t_index = 0
+    now = 0.0
+    retry = False  # nodes freed after the last pass while jobs wait
     while True:
         candidates = []
         if t_index < len(times):
             candidates.append(times[t_index])
         candidates += [s + j.run for j, s in running]
+        if not candidates and retry:
+            candidates.append(now + 1)
         if not candidates:
             break
         now = min(candidates)
+        retry = False
         running = [(j, s) for j, s in running if s + j.run > now]
         while t_index < len(times) and times[t_index] <= now:
             queue += [j for j in pending if j.submit == times[t_index]]
@@ -175,7 +187,10 @@ def textbook_easy(jobs: list[TJob], hosts: int) -> dict[str, float]:
                 running.append((job, now))
                 starts[job.name] = now
                 free -= job.size
-        if t_index >= len(times) and not running:
+        if one_pass_per_instant and any(j.run == 0 for j, _ in running):
+            running = [(j, s) for j, s in running if j.run > 0]
+            retry = bool(queue)
+        if t_index >= len(times) and not running and not retry:
             break
     return starts
 

@@ -58,7 +58,9 @@ def test_the_replay_equals_the_textbook_rule(data: list[tuple[int, int, int, int
         for i, (s, size, run, over) in enumerate(data)
     ]
     reference = textbook_easy(
-        [TJob(str(j.job_id), j.submit, j.size, j.run_time, run_limit(j)) for j in jobs], 8
+        [TJob(str(j.job_id), j.submit, j.size, j.run_time, run_limit(j)) for j in jobs],
+        8,
+        one_pass_per_instant=True,
     )
     assert replay(jobs, 8) == reference
 

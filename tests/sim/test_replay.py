@@ -73,8 +73,9 @@ async def test_fcfs_lets_a_small_later_job_pass_a_blocked_big_one(every_instant:
     assert (s.wait_median, s.wait_p95, s.wait_max) == (0.0, 9.0, 9.0)
     assert s.bounded_slowdown_mean == pytest.approx(1.06)  # only job 3 above 1: 13/10
     assert s.utilisation == pytest.approx(40 / 56)  # 2*10 + 5 + 3*4 + 3 + 0 over 14 s x 4
-    # Sessions at t = 0, 2, 5, 5 (job 5's finish), 10; at t = 1 and 3 nothing fits.
-    assert (s.sessions, s.sessions_skipped) == ((7, 0) if every_instant else (5, 2))
+    # Sessions at t = 0, 2, 5, 10 (one an instant: job 5 ends after t=5's);
+    # at t = 1 and 3 nothing fits.
+    assert (s.sessions, s.sessions_skipped) == ((6, 0) if every_instant else (4, 2))
 
 
 @pytest.mark.parametrize("every_instant", [False, True])
@@ -99,12 +100,24 @@ async def test_rejections_carry_reasons() -> None:
     assert reasons["7"] == "too_big: 8 processors, the cluster has 4 slots"
 
 
-async def test_zero_run_time_jobs_chain_at_one_instant() -> None:
-    # One host: three zero-second jobs at t=0 run one after the other, all at t=0.
-    jobs = [swf(i, 0, 0, 1) for i in (1, 2, 3)] + [swf(4, 0, 7, 1)]
+async def test_a_zero_second_job_frees_its_slots_for_the_next_session() -> None:
+    # One host, one session an instant (AccaSim's rule): a zero-second job ends
+    # after the session that started it, and the next session is at the next
+    # arrival (job 5 at t=5: job 2 starts), else, with nothing else due, a
+    # second later (jobs 3 and 4).
+    jobs = [swf(i, 0, 0, 1) for i in (1, 2, 3)] + [swf(4, 0, 7, 1), swf(5, 5, 1, 1)]
     result = await simulate(jobs, ClusterSpec((HostGroup(count=1, slots=1),)))
-    assert starts(result.jobs) == {"1": 0.0, "2": 0.0, "3": 0.0, "4": 0.0}
-    assert result.summary.makespan == 7.0
+    assert starts(result.jobs) == {"1": 0.0, "2": 5.0, "3": 6.0, "4": 7.0, "5": 14.0}
+    assert result.summary.makespan == 15.0
+
+
+async def test_a_rejected_arrival_is_an_instant_for_slots_a_zero_second_job_freed() -> None:
+    # Two hosts: at t=0 job 1 (0 s, 2 procs) starts and job 2 waits; job 3
+    # (t=4) is too big and rejected, yet its arrival is the next session's
+    # instant (a job the scheduler turns away is still an arrival).
+    jobs = [swf(1, 0, 0, 2), swf(2, 0, 5, 1), swf(3, 4, 5, 9), swf(4, 9, 1, 2)]
+    result = await simulate(jobs, ClusterSpec((HostGroup(count=2, slots=1),)))
+    assert starts(result.jobs) == {"1": 0.0, "2": 4.0, "4": 9.0}
 
 
 async def test_finishes_while_nothing_waits_reach_the_core_before_the_next_session() -> None:
@@ -241,3 +254,23 @@ async def test_a_fault_in_the_core_stops_the_replay_with_its_cause(
     monkeypatch.setattr(ClusterState, "commit", broken)
     with pytest.raises(SimulationError, match=r"^the replay stopped at t=0: internal error: Runt"):
         await simulate(TINY, FOUR_HOSTS)
+
+
+@pytest.mark.parametrize("picker", ["fairshare", "fcfs"])
+async def test_under_fairshare_an_end_is_charged_at_its_own_instant(picker: str) -> None:
+    # Two hosts. u1 runs 300 s and u2 200 s from t=0; nothing waits when they
+    # end. At t=1000 each submits a job needing both hosts, u1's first in the
+    # trace. Fairshare charges u1 300 s and u2 200 s (not both up to t=1000,
+    # as if their ends were applied with the next session's batch), so u2, the
+    # lighter user, goes first; fcfs keeps trace order.
+    jobs = [
+        swf(1, 0, 300, 1, user=1),
+        swf(2, 0, 200, 1, user=2),
+        swf(3, 1000, 10, 2, user=1),
+        swf(4, 1000, 10, 2, user=2),
+    ]
+    config = SchedulerConfig(picker=picker)
+    result = await simulate(jobs, ClusterSpec((HostGroup(count=2, slots=1),)), config=config)
+    first, second = ("4", "3") if picker == "fairshare" else ("3", "4")
+    assert starts(result.jobs)[first] == 1000.0
+    assert starts(result.jobs)[second] == 1010.0

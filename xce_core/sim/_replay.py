@@ -6,10 +6,15 @@ time order, it applies the ``job_finished`` events due then, then the
 ``job_submitted`` events of that instant (in trace order), as one batch, then
 runs ONE scheduling session and books that instant's decisions. Every
 ``job_allocated`` starts its job at that instant and schedules its finish at
-start + run time. Nothing ever sleeps. A job with run time 0 starts and finishes
-at the same instant: its finish is applied in a following step at the same
-virtual time (followed by another session), and so on until no finish is due at
-that instant.
+start + run time. Nothing ever sleeps. One session per instant: a job with run
+time 0 starts and finishes at the same instant, and its finish is applied after
+that instant's session, so its slots serve the next session, at the next
+instant something happens (a submit or an end); when nothing else would ever
+happen while jobs wait, that session is one second later. This is AccaSim's
+rule (one dispatching pass per time point, jobs of length 0 released after it,
+and time moving on by one second when no time point is left), and with it
+strict FIFO gives AccaSim's FIFO schedule start time for start time
+(``benchmarks/compare_accasim.py``).
 
 A session is skipped when it provably cannot start a job, which never changes
 the schedule (``every_instant=True`` / ``--every-instant`` turns this off): when
@@ -18,7 +23,9 @@ session and every job submitted since needs more slots than are free (jobs that
 failed before fail again, as capacity has only shrunk since). The finishes of
 an instant with no job pending are applied with the next batch (the core reads
 the clock only when a session begins, so this changes nothing but the number
-of calls into the loop).
+of calls into the loop), except under fairshare: a share account is charged
+for its jobs up to the clock's time when their ends are applied, so ends are
+applied at their own instant there.
 
 The result keeps every job's outcome compactly (:class:`OutcomeTable`); with
 ``keep_hosts=False`` it leaves out where jobs ran, which is most of a replay's
@@ -67,6 +74,7 @@ last pend reason), jobs not submitted yet ``unreplayed``.
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from array import array
@@ -85,6 +93,7 @@ from events import (
     JobSubmitted,
     Limit,
     LimitsConfig,
+    QueueConfig,
     SessionBegin,
 )
 from xce_core import (
@@ -214,10 +223,19 @@ async def simulate(
     for decision in taken:
         raise SimulationError(f"the core refused a host: {decision}")
     index = len(workers)  # events are numbered after the setup
-    for events, what in (
+    configured = (
         (cluster.setup_events(), "the cluster's licences or queues"),
         (list(setup), "the policy's share tree or queues"),
-    ):
+    )
+    # Under fairshare the core charges share accounts for the time jobs ran,
+    # read on its clock when their ends are applied: ends are then applied at
+    # their own instant, never held for the next session's batch.
+    fair_clock = config.picker == "fairshare" or any(
+        isinstance(event, QueueConfig) and event.picker == "fairshare"
+        for events, _ in configured
+        for event in events
+    )
+    for events, what in configured:
         if events:
             await loop.apply(events, start=index)
             for decision in taken:
@@ -232,7 +250,7 @@ async def simulate(
     outcomes = OutcomeTable([w.name for w in workers] if keep_hosts else None)
     # The jobs to submit, by trace index, in submit order (ties in trace order:
     # the sort is stable), with what each asks for.
-    order, tasks, resreqs = _requests(jobs, cluster, resreq, outcomes)
+    order, tasks, resreqs, refused = _requests(jobs, cluster, resreq, outcomes)
     projects: dict[int, str] = {}
     live: dict[str, int] = {}  # job id -> trace index, from submit to start (or rejection)
     pends: dict[str, JobPended] = {}  # job id -> its last job_pended, until it starts
@@ -259,13 +277,28 @@ async def simulate(
     wall_start = time.perf_counter()
     stopped_at: float | None = None
     t = 0.0
-    while next_job < total or finishes:
+    # Jobs that ran 0 s, ended after this instant's session: their slots are
+    # free for the next one.
+    ended_now: list[tuple[str, int]] = []
+    retry = False  # slots freed after the last session (by jobs that ran 0 s)
+    while next_job < total or finishes or (pending and retry):
         if stop is not None and stop():
             stopped_at = t
             break
-        t = jobs[order[next_job]].submit if next_job < total else math.inf
-        if finishes and finishes[0][0] < t:
-            t = finishes[0][0]
+        later = jobs[order[next_job]].submit if next_job < total else math.inf
+        if finishes and finishes[0][0] < later:
+            later = finishes[0][0]
+        if retry:
+            # Slots were freed after the last session while jobs wait: the next
+            # session is at the next arrival, a job the replay rejects included,
+            # or end, else a second later (AccaSim's time points, and its step).
+            at = bisect.bisect_right(refused, t)
+            if at < len(refused) and refused[at] < later:
+                later = refused[at]
+            if later == math.inf:
+                later = t + 1
+        t = later
+        retry = False
         clock.advance_to(t)
         while finishes and finishes[0][0] <= t:
             _, _, done_id, done_slots = heappop(finishes)
@@ -312,9 +345,10 @@ async def simulate(
                 smallest_new = math.inf
             else:
                 skipped += 1
-        elif next_job < total or finishes:
+        elif not fair_clock and (next_job < total or finishes):
             # Nothing to decide: the finishes go with the next batch that runs a
-            # session or ends the replay (the core reads the clock only then).
+            # session or ends the replay (the core reads the clock then only,
+            # unless a share account is charged for the time its jobs ran).
             instants += 1
             if progress is not None and instants % _PROGRESS_EVERY == 0:
                 progress(next_job, total)
@@ -338,7 +372,11 @@ async def simulate(
                 slots = tasks[number]
                 outcomes.started(number, t, slots, decision.hosts)
                 starting.append(number)
-                heappush(finishes, (t + jobs[number].run_time, started_n, job_id, slots))
+                run_time = jobs[number].run_time
+                if run_time > 0:
+                    heappush(finishes, (t + run_time, started_n, job_id, slots))
+                else:
+                    ended_now.append((job_id, slots))
                 free -= slots
                 started_n += 1
                 pending -= 1
@@ -368,10 +406,19 @@ async def simulate(
             starting.clear()
         taken.clear()
         submitted.clear()
+        if ended_now:
+            # Jobs that ran 0 s end at this instant, after its one session.
+            await loop.apply([JobFinished(job_id=job_id) for job_id, _ in ended_now], start=index)
+            index += len(ended_now)
+            for decision in taken:
+                raise SimulationError(f"the core refused a job's end: {decision}")
+            free += sum(slots for _, slots in ended_now)
+            freed = retry = True
+            ended_now.clear()
         instants += 1
         if progress is not None and instants % _PROGRESS_EVERY == 0:
             progress(next_job, total)
-        if pending and not finishes and next_job >= total:
+        if pending and not finishes and next_job >= total and not retry:
             break  # nothing left that could ever free resources: never_started
     wall = time.perf_counter() - wall_start
     if progress is not None:
@@ -411,13 +458,15 @@ async def simulate(
 
 def _requests(
     jobs: Sequence[SwfJob], cluster: ClusterSpec, resreq: str | None, outcomes: OutcomeTable
-) -> tuple[array[int], array[int], list[str]]:
+) -> tuple[array[int], array[int], list[str], list[float]]:
     """Add every job to ``outcomes`` (rejecting those the replay refuses); the
-    trace indexes of the others in submit order, and every job's task count and
-    resource requirement (0 and ``""`` for a rejected one)."""
+    trace indexes of the others in submit order, every job's task count and
+    resource requirement (0 and ``""`` for a rejected one), and the submit
+    times of the rejected ones (those that have one), in order."""
     tasks = array("q")
     resreqs: list[str] = []
     accepted = array("q")
+    refused: list[float] = []
     seen: set[int] = set()
     rules = _Rules.of(cluster, resreq)
     users: dict[int, str] = {}
@@ -438,9 +487,11 @@ def _requests(
             outcomes.rejected(number, request)
             tasks.append(0)
             resreqs.append("")
+            if job.submit >= 0:
+                refused.append(job.submit)
         else:
             accepted.append(number)
             tasks.append(request[0])
             resreqs.append(request[1])
     order = array("q", sorted(accepted, key=lambda number: jobs[number].submit))
-    return order, tasks, resreqs
+    return order, tasks, resreqs, sorted(refused)

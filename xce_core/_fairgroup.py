@@ -74,10 +74,17 @@ class AccountRun:
         """Its key with ``job`` first (computed again only when that or its
         flat account's priority changed)."""
         account = self.account
-        if job is not self.keyed or account.priority != self.priority or account.depth != 1:
+        if account.depth != 1:
             self.key = account_key(account, job.key)
             self.keyed = job
-            self.priority = account.priority
+        elif job is not self.keyed or account.priority != self.priority:
+            # A flat account's path key inline (account_key, ShareNode.path_key):
+            # a run is keyed again at every take and charge (benchmark B11 of
+            # benchmarks/bench_fairshare.py).
+            key = job.key
+            self.priority = priority = account.priority
+            self.key = (key[0], key[1], -priority, 0, *key[2:])
+            self.keyed = job
         return self.key
 
     def first(self) -> Job | None:
@@ -195,6 +202,20 @@ class FairGroup(JobGroup):
             if entry[-2] != run.ticket:
                 heapq.heappop(heap)  # stale: pushed again since
                 continue
+            # The usual case inline, without calls (first member pending and
+            # keyed, flat account not charged since): benchmark B11 of
+            # benchmarks/bench_fairshare.py.
+            keyed = run.keyed
+            account = run.account
+            if (
+                keyed is not None
+                and run.pos < len(run.jobs)
+                and run.jobs[run.pos] is keyed
+                and keyed.state is PENDING
+                and account.priority == run.priority
+                and account.depth == 1
+            ):
+                return run.key
             first = run.first()
             if first is None:
                 heapq.heappop(heap)

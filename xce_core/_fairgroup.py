@@ -70,22 +70,33 @@ class AccountRun:
         self.keyed: Job | None = None
         self.priority = 0.0
 
-    def key_of(self, job: Job) -> tuple[Any, ...]:
-        """Its key with ``job`` first (computed again only when that or its
-        flat account's priority changed)."""
+    def entry(self) -> tuple[Any, ...] | None:
+        """Its heap entry, ``(*key, rid, ticket, self)``, by its first member not
+        taken (dead members skipped, as :meth:`first` does), or ``None`` when
+        every member is taken. The key is computed again only when that member
+        or its flat account's priority changed; a flat account's path key is
+        built inline (:func:`account_key`, ``ShareNode.path_key``): a run is
+        entered again at every take, charge and rise (benchmarks B11 and B12 of
+        benchmarks/bench_fairshare.py)."""
+        jobs = self.jobs
+        pos = self.pos
+        end = len(jobs)
+        while pos < end and jobs[pos].state is not PENDING:
+            pos += 1
+        self.pos = pos
+        if pos == end:
+            return None
+        job = jobs[pos]
         account = self.account
         if account.depth != 1:
             self.key = account_key(account, job.key)
             self.keyed = job
         elif job is not self.keyed or account.priority != self.priority:
-            # A flat account's path key inline (account_key, ShareNode.path_key):
-            # a run is keyed again at every take and charge (benchmark B11 of
-            # benchmarks/bench_fairshare.py).
             key = job.key
             self.priority = priority = account.priority
             self.key = (key[0], key[1], -priority, 0, *key[2:])
             self.keyed = job
-        return self.key
+        return (*self.key, self.rid, self.ticket, self)
 
     def first(self) -> Job | None:
         """The first member not taken this session (dead entries skipped)."""
@@ -157,10 +168,10 @@ class FairGroup(JobGroup):
 
     def _push(self, run: AccountRun) -> None:
         """(Re)enter ``run`` by its first member not taken (none: it leaves)."""
-        first = run.first()
         run.ticket += 1
-        if first is not None:
-            heapq.heappush(self.heap, (*run.key_of(first), run.rid, run.ticket, run))
+        entry = run.entry()
+        if entry is not None:
+            heapq.heappush(self.heap, entry)
 
     def lift(self, account: ShareNode) -> None:
         """``account``'s priority rose (between sessions): its run moves up."""
@@ -170,11 +181,21 @@ class FairGroup(JobGroup):
 
     def rekey(self) -> None:
         """Every run entered again (after every account's priority changed)."""
-        self.heap = []
-        self.held = []
         for run in self.runs.values():
             run.rewind()
-            self._push(run)
+        self._build()
+
+    def _build(self) -> None:
+        """The heap made again, at once: one entry per run with a member left."""
+        heap = []
+        for run in self.runs.values():
+            run.ticket += 1
+            entry = run.entry()
+            if entry is not None:
+                heap.append(entry)
+        heapq.heapify(heap)
+        self.heap = heap
+        self.held = []
 
     # ------------------------------------------------------------ sessions
 
@@ -229,19 +250,19 @@ class FairGroup(JobGroup):
                 and account.depth == 1
             ):
                 return run.key
-            first = run.first()
-            if first is None:
+            entered = run.key
+            fresh = run.entry()
+            if fresh is None:
                 heapq.heappop(heap)
                 continue
-            entered = run.key
-            key = run.key_of(first)
+            key = run.key
             if key is not entered and key != entered:
-                heapq.heapreplace(heap, (*key, run.rid, run.ticket, run))
+                heapq.heapreplace(heap, fresh)
                 continue
             return key
         if held:
-            first_held: AccountRun = held[0][-1]
-            return first_held.key
+            first: AccountRun = held[0][-1]
+            return first.key
         return None
 
     def top_account(self) -> ShareNode:
@@ -271,11 +292,11 @@ class FairGroup(JobGroup):
             self.touched.append(run)
         self.taken.append(job)
         heapq.heappop(heap)
-        following = run.first()
-        if following is not None:
+        held = run.entry()
+        if held is not None:
             # Held rather than keyed twice, now and once charged (benchmark
             # B11 of benchmarks/bench_fairshare.py).
-            heapq.heappush(self.held, (*run.key_of(following), run.rid, run.ticket, run))
+            heapq.heappush(self.held, held)
         return job
 
     def release(self) -> None:

@@ -169,18 +169,22 @@ class Limits:
         return out
 
     def _parts(
-        self, job: Job, claims: Claims, shared: dict[str, float]
+        self, job: Job, claims: Claims, shared: dict[str, float], with_amounts: bool = True
     ) -> list[tuple[int, tuple[str, ...], int, dict[str, float]]]:
         """What ``job`` holding ``claims`` and ``shared`` counts under each limit
         covering it: (limit, consumer key with its host part, slots, amounts).
         A limit with ``hosts`` counts the claims on those hosts (none there: it
-        does not cover the job); one with ``per_host`` counts each host apart."""
+        does not cover the job); one with ``per_host`` counts each host apart.
+        ``with_amounts=False``: a limit of the whole cluster that caps no resource
+        gets no amounts (what :meth:`check` needs; one check per start,
+        benchmark B12 of benchmarks/bench_fairshare.py)."""
         parts: list[tuple[int, tuple[str, ...], int, dict[str, float]]] = []
         for index, key, limit in self._keys(job):
             hosts, per_host = limit.hosts, limit.per_host
             if per_host is None and (hosts is None or "all" in hosts):
-                slots = sum(n for _, n, _ in claims)
-                parts.append((index, (*key, "*"), slots, _amounts(claims, shared)))
+                slots = claims[0][1] if len(claims) == 1 else sum(n for _, n, _ in claims)
+                held = _amounts(claims, shared) if with_amounts or limit.resources else _NO_AMOUNTS
+                parts.append((index, (*key, "*"), slots, held))
             elif per_host is not None:
                 every = "all" in per_host
                 for host, (slots, amounts) in _per_host(claims).items():
@@ -196,7 +200,7 @@ class Limits:
 
     def check(self, job: Job, claims: Claims, shared: dict[str, float]) -> PendReason | None:
         """Why ``job`` may not take ``claims`` and ``shared``, or ``None``."""
-        for index, key, slots, amounts in self._parts(job, claims, shared):
+        for index, key, slots, amounts in self._parts(job, claims, shared, with_amounts=False):
             limit = self._limits[index]
             used = self._usage.get((index, key)) or _NONE
             if limit.slots is not None and used.slots + slots > limit.slots:
@@ -281,8 +285,10 @@ class Limits:
         return rooms, reason
 
 
-# What a limit's consumers hold when they hold nothing (read only).
+# What a limit's consumers hold when they hold nothing, and amounts not
+# counted (read only, both).
 _NONE = _Usage()
+_NO_AMOUNTS: dict[str, float] = {}
 
 
 def queue_limits(event: QueueConfig) -> list[Limit]:

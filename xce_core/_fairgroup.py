@@ -70,15 +70,33 @@ class AccountRun:
         self.keyed: Job | None = None
         self.priority = 0.0
 
-    def key_of(self, job: Job) -> tuple[Any, ...]:
-        """Its key with ``job`` first (computed again only when that or its
-        flat account's priority changed)."""
+    def entry(self) -> tuple[Any, ...] | None:
+        """Its heap entry, ``(*key, rid, ticket, self)``, by its first member not
+        taken (dead members skipped, as :meth:`first` does), or ``None`` when
+        every member is taken. The key is computed again only when that member
+        or its flat account's priority changed; a flat account's path key is
+        built inline (:func:`account_key`, ``ShareNode.path_key``): a run is
+        entered again at every take, charge and rise (benchmarks B11 and B12 of
+        benchmarks/bench_fairshare.py)."""
+        jobs = self.jobs
+        pos = self.pos
+        end = len(jobs)
+        while pos < end and jobs[pos].state is not PENDING:
+            pos += 1
+        self.pos = pos
+        if pos == end:
+            return None
+        job = jobs[pos]
         account = self.account
-        if job is not self.keyed or account.priority != self.priority or account.depth != 1:
+        if account.depth != 1:
             self.key = account_key(account, job.key)
             self.keyed = job
-            self.priority = account.priority
-        return self.key
+        elif job is not self.keyed or account.priority != self.priority:
+            key = job.key
+            self.priority = priority = account.priority
+            self.key = (key[0], key[1], -priority, 0, *key[2:])
+            self.keyed = job
+        return (*self.key, self.rid, self.ticket, self)
 
     def first(self) -> Job | None:
         """The first member not taken this session (dead entries skipped)."""
@@ -110,16 +128,21 @@ class FairGroup(JobGroup):
     the module docstring). ``jobs`` holds every member first come first served,
     as a :class:`JobGroup`'s (what settling, sleeping and snapshots read);
     ``runs`` by account id, ``heap`` their entries; ``taken`` the members taken
-    this session, ``touched`` the runs they came from."""
+    this session, ``touched`` the runs they came from; ``held`` the entries of
+    runs taken from since the merge last handed its batch over (out of
+    ``heap`` until :meth:`release`), by the key they had when taken;
+    ``checked``: the merge's mark when it last found ``key`` valid."""
 
-    __slots__ = ("heap", "runs", "taken", "touched")
+    __slots__ = ("checked", "heap", "held", "runs", "taken", "touched")
 
     def __init__(self, fingerprint: int, gid: int, home: GroupHome) -> None:
         super().__init__(fingerprint, gid, home)
         self.runs: dict[int, AccountRun] = {}
         self.heap: list[tuple[Any, ...]] = []
+        self.held: list[tuple[Any, ...]] = []
         self.taken: list[Job] = []
         self.touched: list[AccountRun] = []
+        self.checked: object = None
 
     # ------------------------------------------------------------ members
 
@@ -145,10 +168,10 @@ class FairGroup(JobGroup):
 
     def _push(self, run: AccountRun) -> None:
         """(Re)enter ``run`` by its first member not taken (none: it leaves)."""
-        first = run.first()
         run.ticket += 1
-        if first is not None:
-            heapq.heappush(self.heap, (*run.key_of(first), run.rid, run.ticket, run))
+        entry = run.entry()
+        if entry is not None:
+            heapq.heappush(self.heap, entry)
 
     def lift(self, account: ShareNode) -> None:
         """``account``'s priority rose (between sessions): its run moves up."""
@@ -158,10 +181,21 @@ class FairGroup(JobGroup):
 
     def rekey(self) -> None:
         """Every run entered again (after every account's priority changed)."""
-        self.heap = []
         for run in self.runs.values():
             run.rewind()
-            self._push(run)
+        self._build()
+
+    def _build(self) -> None:
+        """The heap made again, at once: one entry per run with a member left."""
+        heap = []
+        for run in self.runs.values():
+            run.ticket += 1
+            entry = run.entry()
+            if entry is not None:
+                heap.append(entry)
+        heapq.heapify(heap)
+        self.heap = heap
+        self.held = []
 
     # ------------------------------------------------------------ sessions
 
@@ -178,42 +212,77 @@ class FairGroup(JobGroup):
                     del self.runs[uid]
                     run.account.groups.discard(self)
         touched, self.touched = self.touched, []
+        self.held = []  # runs taken from: touched, entered again below
         for run in touched:
             run.touched = False
             run.rewind()
             self._push(run)
         self.taken = []
+        self.checked = None
 
     def first_key(self) -> tuple[Any, ...] | None:
-        """The key of the next member to take (its run at the top of the heap,
-        keyed again if its account was charged); ``None`` when every run is
-        taken or empty."""
+        """The key of the next member to take: entries are looked at smallest
+        first, held ones with the others (a held run is valid until the batch
+        is decided: its account's charge is not known yet), the one at the top
+        of the heap keyed again if its account was charged, until one is
+        valid; ``None`` when every run is taken or empty."""
         heap = self.heap
+        held = self.held
         while heap:
             entry = heap[0]
+            if held and held[0] < entry:
+                break
             run: AccountRun = entry[-1]
             if entry[-2] != run.ticket:
                 heapq.heappop(heap)  # stale: pushed again since
                 continue
-            first = run.first()
-            if first is None:
+            # The usual case inline, without calls (first member pending and
+            # keyed, flat account not charged since): benchmark B11 of
+            # benchmarks/bench_fairshare.py.
+            keyed = run.keyed
+            account = run.account
+            if (
+                keyed is not None
+                and run.pos < len(run.jobs)
+                and run.jobs[run.pos] is keyed
+                and keyed.state is PENDING
+                and account.priority == run.priority
+                and account.depth == 1
+            ):
+                return run.key
+            entered = run.key
+            fresh = run.entry()
+            if fresh is None:
                 heapq.heappop(heap)
                 continue
-            entered = run.key
-            key = run.key_of(first)
+            key = run.key
             if key is not entered and key != entered:
-                heapq.heapreplace(heap, (*key, run.rid, run.ticket, run))
+                heapq.heapreplace(heap, fresh)
                 continue
             return key
+        if held:
+            first: AccountRun = held[0][-1]
+            return first.key
         return None
 
     def top_account(self) -> ShareNode:
-        """The account of the member :meth:`first_key` keyed."""
-        run: AccountRun = self.heap[0][-1]
+        """The account of the member :meth:`first_key` keyed (or of the held run
+        whose key it gave)."""
+        heap = self.heap
+        held = self.held
+        run: AccountRun
+        if held and (not heap or held[0] < heap[0]):
+            run = held[0][-1]
+        else:
+            run = heap[0][-1]
         return run.account
 
     def take(self) -> Job:
-        """Take the member :meth:`first_key` keyed."""
+        """Take the member :meth:`first_key` keyed, from the top of the heap (the
+        caller hands its batch over before a held run would give the next
+        one). Its run is held until :meth:`release`: its account is charged
+        only if the job starts, so its next member's key is not known yet; held
+        by that key as it is now, the smallest it can be."""
         heap = self.heap
         run: AccountRun = heap[0][-1]
         job = run.jobs[run.pos]
@@ -222,12 +291,20 @@ class FairGroup(JobGroup):
             run.touched = True
             self.touched.append(run)
         self.taken.append(job)
-        following = run.first()
-        if following is None:
-            heapq.heappop(heap)
-        else:
-            heapq.heapreplace(heap, (*run.key_of(following), run.rid, run.ticket, run))
+        heapq.heappop(heap)
+        held = run.entry()
+        if held is not None:
+            # Held rather than keyed twice, now and once charged (benchmark
+            # B11 of benchmarks/bench_fairshare.py).
+            heapq.heappush(self.held, held)
         return job
+
+    def release(self) -> None:
+        """The runs held since the last batch enter the heap again, keyed after
+        the charges of that batch (which the caller decided)."""
+        held, self.held = self.held, []
+        for entry in held:
+            self._push(entry[-1])
 
     def covered_pending(self) -> int:
         return sum(1 for job in self.taken if job.state is PENDING)

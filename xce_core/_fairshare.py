@@ -379,12 +379,16 @@ class Fairshare:
             self._risen.add(top if top is not None else account)
 
     def _charge(self, account: ShareNode, slots: int, now: float) -> None:
+        # _advance and _prioritise, with their calls saved: one charge per start
+        # (benchmark B11 of benchmarks/bench_fairshare.py).
+        params = self.params
         node = account
         parent = node.parent
         while parent is not None:  # the account and its groups, up to the root
-            self._advance(node, now)
+            if now > node.stamp:
+                self._advance(node, now)
             node.slots += slots
-            self._prioritise(node)
+            node.priority = dynamic_priority(node.shares, node.frozen / 3600, node.slots, params)
             node, parent = parent, parent.parent
 
     def _advance(self, node: ShareNode, now: float) -> None:

@@ -49,7 +49,7 @@ class _Usage:
 class Limits:
     """The configured limits and what running jobs hold under each."""
 
-    __slots__ = ("_groups", "_hosts", "_limits", "_usage", "_users", "by_host")
+    __slots__ = ("_covering", "_groups", "_hosts", "_limits", "_usage", "_users", "by_host")
 
     def __init__(self) -> None:
         self._limits: list[Limit] = []
@@ -63,6 +63,10 @@ class Limits:
         self._hosts: dict[tuple[int, tuple[str, ...]], dict[str, _Usage]] = {}
         # Whether a limit has a host dimension (else no attempt asks host_room).
         self.by_host = False
+        # What _keys found for each (user, queue, project): it depends on
+        # nothing else, and a session asks it twice per start (check, charge;
+        # benchmark B12 of benchmarks/bench_fairshare.py). Emptied by reindex.
+        self._covering: dict[tuple[str, str, str], list[tuple[int, tuple[str, ...], Limit]]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._limits)
@@ -109,6 +113,7 @@ class Limits:
     def reindex(self) -> None:
         """What is derived from the limits and the user groups: each limit's
         users with the groups expanded, and whether any limit is by host."""
+        self._covering = {}
         self._users = [
             (self._expand(limit.users), self._expand(limit.per_user)) for limit in self._limits
         ]
@@ -127,9 +132,17 @@ class Limits:
             out.update(self._groups.get(name, (name,)))
         return frozenset(out)
 
-    def _keys(self, job: Job) -> list[tuple[int, tuple[str, ...]]]:
-        """The (limit, consumer key) pairs that cover ``job``."""
+    def _keys(self, job: Job) -> list[tuple[int, tuple[str, ...], Limit]]:
+        """The (limit index, consumer key, limit) of each limit that covers
+        ``job`` (not to be changed by the caller: one list per consumer,
+        shared)."""
         values = (job.user, job.queue, job.project)
+        known = self._covering.get(values)
+        if known is None:
+            known = self._covering[values] = self._cover(values)
+        return known
+
+    def _cover(self, values: tuple[str, str, str]) -> list[tuple[int, tuple[str, ...], Limit]]:
         out = []
         for index, limit in enumerate(self._limits):
             key: list[str] = []
@@ -152,23 +165,26 @@ class Limits:
                 else:
                     key.append("*")
             else:
-                out.append((index, tuple(key)))
+                out.append((index, tuple(key), limit))
         return out
 
     def _parts(
-        self, job: Job, claims: Claims, shared: dict[str, float]
+        self, job: Job, claims: Claims, shared: dict[str, float], with_amounts: bool = True
     ) -> list[tuple[int, tuple[str, ...], int, dict[str, float]]]:
         """What ``job`` holding ``claims`` and ``shared`` counts under each limit
         covering it: (limit, consumer key with its host part, slots, amounts).
         A limit with ``hosts`` counts the claims on those hosts (none there: it
-        does not cover the job); one with ``per_host`` counts each host apart."""
+        does not cover the job); one with ``per_host`` counts each host apart.
+        ``with_amounts=False``: a limit of the whole cluster that caps no resource
+        gets no amounts (what :meth:`check` needs; one check per start,
+        benchmark B12 of benchmarks/bench_fairshare.py)."""
         parts: list[tuple[int, tuple[str, ...], int, dict[str, float]]] = []
-        for index, key in self._keys(job):
-            limit = self._limits[index]
+        for index, key, limit in self._keys(job):
             hosts, per_host = limit.hosts, limit.per_host
             if per_host is None and (hosts is None or "all" in hosts):
-                slots = sum(n for _, n, _ in claims)
-                parts.append((index, (*key, "*"), slots, _amounts(claims, shared)))
+                slots = claims[0][1] if len(claims) == 1 else sum(n for _, n, _ in claims)
+                held = _amounts(claims, shared) if with_amounts or limit.resources else _NO_AMOUNTS
+                parts.append((index, (*key, "*"), slots, held))
             elif per_host is not None:
                 every = "all" in per_host
                 for host, (slots, amounts) in _per_host(claims).items():
@@ -184,9 +200,9 @@ class Limits:
 
     def check(self, job: Job, claims: Claims, shared: dict[str, float]) -> PendReason | None:
         """Why ``job`` may not take ``claims`` and ``shared``, or ``None``."""
-        for index, key, slots, amounts in self._parts(job, claims, shared):
+        for index, key, slots, amounts in self._parts(job, claims, shared, with_amounts=False):
             limit = self._limits[index]
-            used = self._usage.get((index, key)) or _Usage()
+            used = self._usage.get((index, key)) or _NONE
             if limit.slots is not None and used.slots + slots > limit.slots:
                 return _reached(limit, key, "SLOTS", used.slots, limit.slots)
             if limit.jobs is not None and used.jobs + 1 > limit.jobs:
@@ -230,13 +246,12 @@ class Limits:
         nothing yet, is checked after the attempt (:meth:`check`)."""
         rooms: dict[str, int] = {}
         reason: PendReason | None = None
-        for index, key in self._keys(job):
-            limit = self._limits[index]
+        for index, key, limit in self._keys(job):
             if limit.slots is None and limit.jobs is None:
                 continue
             if limit.hosts is not None and "all" not in limit.hosts:
                 # The listed hosts together: none may take more than is left.
-                room = _room(limit, self._usage.get((index, (*key, "*"))) or _Usage())
+                room = _room(limit, self._usage.get((index, (*key, "*"))) or _NONE)
                 for host in limit.hosts:
                     if room < rooms.get(host, 1 << 30):
                         rooms[host] = room
@@ -268,6 +283,12 @@ class Limits:
         if not rooms or reason is None:
             return None
         return rooms, reason
+
+
+# What a limit's consumers hold when they hold nothing, and amounts not
+# counted (read only, both).
+_NONE = _Usage()
+_NO_AMOUNTS: dict[str, float] = {}
 
 
 def queue_limits(event: QueueConfig) -> list[Limit]:

@@ -256,8 +256,12 @@ class PolicyOrder:
         heap = self._heap
         number = stats.number
         ready = self._ready
-        # Top-level share accounts a job of the batch may charge.
+        # Top-level share accounts a job of the batch may charge; fair groups
+        # holding runs taken since the batch began (FairGroup.take); the mark
+        # of keys found valid since then (no charge since: FairGroup.checked).
         charging: set[ShareNode | None] = set()
+        holding: list[FairGroup] = []
+        mark = object()
         async with send:
             batch: list[Item] = []
             while heap:
@@ -272,16 +276,18 @@ class PolicyOrder:
                         self.touched.append(group)
                         group.begin()
                     if group.fingerprint not in failed:
-                        key = group.first_key()
-                        if key is None:
-                            heapq.heappop(heap)
-                            continue
-                        if key != group.key:
-                            # A charge, or its next member changed: within a
-                            # session a fair group's key only grows.
-                            group.key = key
-                            heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
-                            continue
+                        if group.checked is not mark:
+                            key = group.first_key()
+                            if key is None:
+                                heapq.heappop(heap)
+                                continue
+                            if key != group.key:
+                                # A charge, or its next member changed: within a
+                                # session a fair group's key only grows.
+                                group.key = key
+                                heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
+                                continue
+                            group.checked = mark
                         top = group.top_account().top
                         if top in charging:
                             # A job of the batch may lower this account's
@@ -291,7 +297,10 @@ class PolicyOrder:
                                 return
                             batch = []
                             charging.clear()
+                            mark = _release(holding)
                             continue
+                        if not group.held:
+                            holding.append(group)
                         batch.append(group.take())
                         charging.add(top)
                         key = group.first_key()
@@ -299,6 +308,7 @@ class PolicyOrder:
                             heapq.heappop(heap)
                         else:
                             group.key = key
+                            group.checked = mark
                             heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
                     else:
                         heapq.heappop(heap)
@@ -325,7 +335,9 @@ class PolicyOrder:
                     if stats.stopped_by_fifo:
                         return
                     batch = []
-                    charging.clear()
+                    if charging:
+                        charging.clear()
+                        mark = _release(holding)
                     batch_size = min(batch_size * 2, limit)
             if batch:
                 await send.send(batch)
@@ -333,3 +345,13 @@ class PolicyOrder:
 
 def _gid(group: JobGroup) -> int:
     return group.gid
+
+
+def _release(holding: list[FairGroup]) -> object:
+    """After a batch was decided: the runs it took from enter their groups'
+    heaps again, keyed after its charges; a new mark (keys found valid before
+    may have grown)."""
+    for group in holding:
+        group.release()
+    holding.clear()
+    return object()

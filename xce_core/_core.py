@@ -629,10 +629,16 @@ class SchedulerCore:
             return False
         # A host holding one slot is listed by its shared view: one struct less
         # per host (the replays of benchmarks/bench_simulate.py list about 100
-        # hosts a job).
-        hosts = [
-            w.one_slot if n == 1 else HostSlots(host=w.name, slots=n) for w, n in job.allocation
-        ]
+        # hosts a job); one host without a comprehension (benchmark B1 of
+        # benchmarks/bench_alloc.py: one host a job).
+        allocation = job.allocation
+        if len(allocation) == 1:
+            worker, slots = allocation[0]
+            hosts = [worker.one_slot if slots == 1 else HostSlots(host=worker.name, slots=slots)]
+        else:
+            hosts = [
+                w.one_slot if n == 1 else HostSlots(host=w.name, slots=n) for w, n in allocation
+            ]
         self.scratch.committed()
         if self._limits:
             self._limits.charge(job, ctx.journal, ctx.shared, +1)

@@ -177,9 +177,11 @@ def simulate_command(
 ) -> None:
     """Replay an SWF workload TRACE (.swf or .swf.gz) through the scheduler core.
 
-    Virtual time: at each instant the finishes due are applied, then the
-    submissions, then one session; started jobs finish after their run time.
-    Prints a summary table (or JSON with --json).
+    Virtual time: at each instant (an arrival or an end) the finishes due are
+    applied, then the submissions, then one session; started jobs finish
+    after their run time. A job that runs 0 s ends after its instant's
+    session; with nothing else due while jobs wait, the next session is a
+    second later (as in AccaSim). Prints a summary table (or JSON with --json).
 
     \b
     Cluster: --hosts N x --slots S, or --cluster FILE; by default the header's

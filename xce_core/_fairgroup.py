@@ -71,22 +71,15 @@ class AccountRun:
         self.priority = 0.0
 
     def entry(self) -> tuple[Any, ...] | None:
-        """Its heap entry, ``(*key, rid, ticket, self)``, by its first member not
-        taken (dead members skipped, as :meth:`first` does), or ``None`` when
-        every member is taken. The key is computed again only when that member
-        or its flat account's priority changed; a flat account's path key is
-        built inline (:func:`account_key`, ``ShareNode.path_key``): a run is
-        entered again at every take, charge and rise (benchmarks B11 and B12 of
-        benchmarks/bench_fairshare.py)."""
-        jobs = self.jobs
-        pos = self.pos
-        end = len(jobs)
-        while pos < end and jobs[pos].state is not PENDING:
-            pos += 1
-        self.pos = pos
-        if pos == end:
+        """Its heap entry, ``(*key, rid, ticket, self)``, by its :meth:`first`
+        member, or ``None`` when every member is taken. The key is computed
+        again only when that member or its flat account's priority changed; a
+        flat account's path key is built inline (:func:`account_key`,
+        ``ShareNode.path_key``): a run is entered again at every take, charge
+        and rise (benchmarks B11 and B12 of benchmarks/bench_fairshare.py)."""
+        job = self.first()
+        if job is None:
             return None
-        job = jobs[pos]
         account = self.account
         if account.depth != 1:
             self.key = account_key(account, job.key)

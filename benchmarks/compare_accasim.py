@@ -114,12 +114,15 @@ def main() -> None:
             )
         )
         started = time.perf_counter()
-        subprocess.run(
+        ran = subprocess.run(
             [args.python, "-c", ACCASIM_RUN, str(swf), str(config), str(work / "accasim")],
-            check=True,
             capture_output=True,
+            text=True,
         )
         accasim_s = time.perf_counter() - started
+        if ran.returncode != 0:
+            last = (ran.stderr.strip().splitlines() or ["(no output)"])[-1]
+            sys.exit(f"AccaSim failed under {args.python} ({last}); pip install accasim there")
         acc = accasim_starts(work / "accasim" / "sched-trace.swf")
         schedule = work / "xce.jsonl"
         started = time.perf_counter()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xce_core import SchedulerConfig
 from xce_core.sim._cluster import (
@@ -274,3 +277,68 @@ async def test_under_fairshare_an_end_is_charged_at_its_own_instant(picker: str)
     first, second = ("4", "3") if picker == "fairshare" else ("3", "4")
     assert starts(result.jobs)[first] == 1000.0
     assert starts(result.jobs)[second] == 1010.0
+
+
+def reference_fifo(jobs: list[tuple[int, int, int]], hosts: int, strict: bool) -> dict[str, float]:
+    """FIFO on one-slot hosts, written plainly with the replay's time rule: one
+    pass an instant (any arrival, a too-big one included, or end), jobs in
+    submit order (trace order on ties) started while they fit (``strict``:
+    none past the first that does not); a job that runs 0 s ends after its
+    instant's pass, and with nothing else due while jobs wait the next pass is
+    a second later. Jobs are ``(submit, size, run)``, named by position from 1."""
+    arrivals = sorted(range(len(jobs)), key=lambda i: jobs[i][0])
+    queue: list[int] = []
+    running: list[tuple[float, int]] = []  # end, size
+    starts: dict[str, float] = {}
+    now, nxt, retry = -1.0, 0, False
+    while nxt < len(arrivals) or running or (queue and retry):
+        due = [float(jobs[arrivals[nxt]][0])] if nxt < len(arrivals) else []
+        due += [end for end, _ in running]
+        now = min(due) if due else now + 1
+        retry = False
+        running = [(end, size) for end, size in running if end > now]
+        while nxt < len(arrivals) and jobs[arrivals[nxt]][0] <= now:
+            if jobs[arrivals[nxt]][1] <= hosts:
+                queue.append(arrivals[nxt])
+            nxt += 1
+        free = hosts - sum(size for _, size in running)
+        for i in list(queue):
+            _, size, run = jobs[i]
+            if size > free:
+                if strict:
+                    break
+                continue
+            queue.remove(i)
+            starts[str(i + 1)] = now
+            free -= size
+            if run > 0:
+                running.append((now + run, size))
+            else:
+                retry = True  # its slots serve the next pass
+        retry = retry and bool(queue)
+    return starts
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 30),  # submit
+            st.integers(1, 6),  # size: 5 and 6 are too big for 4 hosts
+            st.sampled_from([0, 0, 0, 1, 2, 5, 10]),  # run time: often 0
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_fifo_replays_equal_a_plain_model_with_zero_second_jobs(
+    rows: list[tuple[int, int, int]], strict: bool
+) -> None:
+    jobs = [swf(i + 1, submit, run, size) for i, (submit, size, run) in enumerate(rows)]
+    config = SchedulerConfig(strict_fifo=strict)
+
+    async def replay() -> dict[str, float | None]:
+        return starts((await simulate(jobs, FOUR_HOSTS, config=config)).jobs)
+
+    assert anyio.run(replay) == reference_fifo(rows, 4, strict)

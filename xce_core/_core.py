@@ -165,6 +165,15 @@ class SchedulerCore:
         return self._in_session
 
     @property
+    def charges_by_time(self) -> bool:
+        """Whether the core reads its clock when a job starts or ends, not only
+        when a session begins: fairshare charges share accounts for the time
+        their jobs run, from the first job given an account on. A driver that
+        holds ends back to apply them later (the simulator, between sessions)
+        must apply each at the time it happened while this is true."""
+        return self._fairshare.used
+
+    @property
     def session_count(self) -> int:
         return self._sessions
 

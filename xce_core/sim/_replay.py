@@ -93,7 +93,6 @@ from events import (
     JobSubmitted,
     Limit,
     LimitsConfig,
-    QueueConfig,
     SessionBegin,
 )
 from xce_core import (
@@ -223,19 +222,10 @@ async def simulate(
     for decision in taken:
         raise SimulationError(f"the core refused a host: {decision}")
     index = len(workers)  # events are numbered after the setup
-    configured = (
+    for events, what in (
         (cluster.setup_events(), "the cluster's licences or queues"),
         (list(setup), "the policy's share tree or queues"),
-    )
-    # Under fairshare the core charges share accounts for the time jobs ran,
-    # read on its clock when their ends are applied: ends are then applied at
-    # their own instant, never held for the next session's batch.
-    fair_clock = config.picker == "fairshare" or any(
-        isinstance(event, QueueConfig) and event.picker == "fairshare"
-        for events, _ in configured
-        for event in events
-    )
-    for events, what in configured:
+    ):
         if events:
             await loop.apply(events, start=index)
             for decision in taken:
@@ -345,10 +335,11 @@ async def simulate(
                 smallest_new = math.inf
             else:
                 skipped += 1
-        elif not fair_clock and (next_job < total or finishes):
+        elif not core.charges_by_time and (next_job < total or finishes):
             # Nothing to decide: the finishes go with the next batch that runs a
-            # session or ends the replay (the core reads the clock then only,
-            # unless a share account is charged for the time its jobs ran).
+            # session or ends the replay (the core reads the clock then only;
+            # under fairshare it charges each end at its own time, so ends are
+            # applied now).
             instants += 1
             if progress is not None and instants % _PROGRESS_EVERY == 0:
                 progress(next_job, total)

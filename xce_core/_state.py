@@ -319,14 +319,9 @@ class ClusterState:
             queue = self.queue(origin[1])
         job.key = self.order_key(job, queue)
         if queue.name in self._plain:
-            # The usual: a queue without fairshare, one group per shape (the
-            # fast path of benchmarks/bench_ingest.py's B5; place() is the rule).
-            fp = job.fingerprint
-            group = self.groups.get(fp)
-            if group is None:
-                self._groups_made += 1
-                group = self.groups[fp] = JobGroup(fp, self._groups_made)
-            job.group = group
+            # The usual: a queue without fairshare, whose jobs need no account
+            # looked up (benchmarks/bench_ingest.py's B5; place() is the rule).
+            group = job.group = self._shape_group(job.fingerprint)
             group.insert(job)
         else:
             self.place(job, queue)
@@ -340,18 +335,27 @@ class ClusterState:
         account = self.account_of(job, queue)
         if account is None:
             self._plain.add(queue.name)
-        home: GroupHome = fp if account is None else (fp, queue.name)
-        group = self.groups.get(home)
+            group = job.group = self._shape_group(fp)
+            group.insert(job)
+            return group
+        home: GroupHome = (fp, queue.name)
+        fair = self.groups.get(home)
+        if fair is None:
+            self._groups_made += 1
+            fair = self.groups[home] = FairGroup(fp, self._groups_made, home)
+        assert isinstance(fair, FairGroup)
+        job.group = fair
+        fair.insert(job)
+        fair.add(job, account)
+        return fair
+
+    def _shape_group(self, fp: int) -> JobGroup:
+        """The group of the jobs of fingerprint ``fp`` outside fairshare (made
+        if new)."""
+        group = self.groups.get(fp)
         if group is None:
             self._groups_made += 1
-            made = self._groups_made
-            group = JobGroup(fp, made) if account is None else FairGroup(fp, made, home)
-            self.groups[home] = group
-        job.group = group
-        group.insert(job)
-        if account is not None:
-            assert isinstance(group, FairGroup)
-            group.add(job, account)
+            group = self.groups[fp] = JobGroup(fp, self._groups_made)
         return group
 
     def regroup(self, name: str) -> None:

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import (
+    Decision,
     JobAllocated,
     JobFinished,
     JobPended,
@@ -493,6 +494,23 @@ def test_backfill_with_limits_keeps_every_invariant_and_never_faults(
     anyio.run(run)
 
 
+def easy_core(
+    hosts: int, attrs: dict[int, dict[str, str | bool | int | float]] | None = None
+) -> tuple[SchedulerCore, VirtualClock]:
+    """An EASY core and its virtual clock, with ``hosts`` one-slot hosts h0,
+    h1... (``attrs`` by host number)."""
+    clock = VirtualClock()
+    core = SchedulerCore(SchedulerConfig(backfill="easy"), clock=clock)
+    for i in range(hosts):
+        core.apply(WorkerUp(name=f"h{i}", slots=1, attrs=(attrs or {}).get(i, {})))
+    return core, clock
+
+
+def started_on(decisions: list[Decision]) -> dict[str, list[str]]:
+    """The hosts of each job that ``decisions`` start."""
+    return {d.job_id: [h.host for h in d.hosts] for d in decisions if isinstance(d, JobAllocated)}
+
+
 async def test_a_waiting_head_moves_when_a_reserved_host_goes_down() -> None:
     # 5 one-slot hosts. "a" (3 hosts) ends at 10, "b" (1 host) at 20; "wide" (4)
     # is reserved at 10 on a's hosts and the free one. Then one of a's hosts
@@ -500,19 +518,12 @@ async def test_a_waiting_head_moves_when_a_reserved_host_goes_down() -> None:
     # and the head's last claims would be kept as they are if only jobs had
     # ended since; a worker event makes them be checked, and the head moves to
     # 20, where four usable hosts are free.
-    clock = VirtualClock()
-    core = SchedulerCore(SchedulerConfig(backfill="easy"), clock=clock)
-    for i in range(5):
-        core.apply(WorkerUp(name=f"h{i}", slots=1))
+    core, clock = easy_core(5)
     core.apply(JobSubmitted(job_id="a", max_tasks=3, run_limit=10.0))
     core.apply(JobSubmitted(job_id="b", max_tasks=1, run_limit=20.0))
     core.apply(JobSubmitted(job_id="c", max_tasks=1, run_limit=30.0))
     await core.run_session()
-    hosts_of = {
-        d.job_id: [h.host for h in d.hosts]
-        for d in core.take_decisions()
-        if isinstance(d, JobAllocated)
-    }
+    hosts_of = started_on(core.take_decisions())
     assert set(hosts_of) == {"a", "b", "c"}
     core.apply(JobFinished(job_id="c"))
     core.apply(JobSubmitted(job_id="wide", max_tasks=4, run_limit=5.0))
@@ -536,21 +547,14 @@ async def test_a_waiting_head_moves_when_a_job_ahead_of_it_takes_a_reserved_host
     # the reservation is looked at again) and "x", of a higher-priority queue,
     # takes h5 ahead of the head: 10 is still the first time with room by slot
     # count, but the head's last claims no longer fit there and must move to h4.
-    clock = VirtualClock()
-    core = SchedulerCore(SchedulerConfig(backfill="easy"), clock=clock)
-    for i in range(6):
-        core.apply(WorkerUp(name=f"h{i}", slots=1, attrs={"type": "b" if i == 5 else "a"}))
+    core, clock = easy_core(6, {i: {"type": "b" if i == 5 else "a"} for i in range(6)})
     core.apply(QueueConfig(name="high", priority=10))
     core.apply(JobSubmitted(job_id="a", max_tasks=3, run_limit=10.0))
     core.apply(JobSubmitted(job_id="b", max_tasks=1, run_limit=20.0))
     core.apply(JobSubmitted(job_id="c", max_tasks=1, run_limit=30.0))
     core.apply(JobSubmitted(job_id="filler", max_tasks=1, run_limit=40.0))
     await core.run_session()
-    started = {
-        d.job_id: [h.host for h in d.hosts]
-        for d in core.take_decisions()
-        if isinstance(d, JobAllocated)
-    }
+    started = started_on(core.take_decisions())
     assert started["filler"] == ["h5"]
     assert started["c"] == ["h4"]
     core.apply(JobFinished(job_id="filler"))
@@ -580,10 +584,7 @@ async def test_a_job_wider_than_the_slack_is_refused_without_an_attempt() -> Non
     # with no slack. "long" (1 host, 20 s) fits now on the free host but would
     # run past 10 on a slot the head needs: it is held for the head without
     # being placed first (only "wide" is attempted).
-    clock = VirtualClock()
-    core = SchedulerCore(SchedulerConfig(backfill="easy"), clock=clock)
-    for i in range(4):
-        core.apply(WorkerUp(name=f"h{i}", slots=1))
+    core, _ = easy_core(4)
     core.apply(JobSubmitted(job_id="a", max_tasks=3, run_limit=10.0))
     await core.run_session()
     core.take_decisions()

@@ -173,6 +173,15 @@ class SchedulerCore:
         must apply each at the time it happened while this is true."""
         return self._fairshare.used
 
+    def recalculation_due(self, now: float) -> bool:
+        """Whether a session beginning at ``now`` would bring fairshare usage
+        history into priorities (``FairshareParams.recalc_interval`` after the
+        last time). Such a session changes later decisions even if it can start
+        nothing: a driver that skips sessions which cannot start a job (the
+        simulator) must run this one."""
+        fairshare = self._fairshare
+        return fairshare.used and fairshare.due(now)
+
     @property
     def session_count(self) -> int:
         return self._sessions

@@ -120,6 +120,23 @@ async def test_without_decay_usage_is_slot_hours() -> None:
     assert account(core, "alice").usage == pytest.approx(6 * HOUR)
 
 
+async def test_recalculation_due_follows_the_interval_from_the_last_one() -> None:
+    clock = VirtualClock()
+    core = core_with(ShareTree(shares=[("alice", 1)]), clock, recalc_interval=60)
+    core.apply(up("h"))
+    assert not core.recalculation_due(0.0)  # no account yet: nothing to bring in
+    core.apply(submit("j", user="alice"))
+    assert core.recalculation_due(0.0)  # never recalculated
+    await session(core)
+    assert not core.recalculation_due(0.0)
+    assert not core.recalculation_due(59.0)
+    assert core.recalculation_due(60.0)
+    clock.advance_to(75.0)
+    await session(core)
+    assert not core.recalculation_due(134.0)
+    assert core.recalculation_due(135.0)
+
+
 # ------------------------------------------------------------ order
 
 

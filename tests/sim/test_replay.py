@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xce_core import SchedulerConfig
+from xce_core import FairshareParams, SchedulerConfig
 from xce_core.sim._cluster import (
     ClusterSpec,
     HostGroup,
@@ -279,6 +279,32 @@ async def test_under_fairshare_an_end_is_charged_at_its_own_instant(picker: str)
     assert starts(result.jobs)[second] == 1010.0
 
 
+@pytest.mark.parametrize("every_instant", [False, True])
+async def test_under_fairshare_a_session_due_to_recalculate_is_not_skipped(
+    every_instant: bool,
+) -> None:
+    # Two hosts, priorities recalculated every 5 s. t=2: 4 (u1, both hosts,
+    # 2 s) starts and usage enters priorities. t=4: 2 (u2, 1 host, 7 s) starts.
+    # t=7: 1 (u2, 2 hosts) arrives with one host free: it cannot start, but the
+    # recalculation is due (5 s since t=2) and freezes u1 at 4 slot-seconds, u2
+    # at 3. t=8: 3 (u1, 2 hosts) arrives. t=11: 2 ends; u2 used less by the
+    # last recalculation, so 1 goes first (11) and 3 after it (15). Skipping
+    # the session at 7 would recalculate at 11 instead (u2 at 7 slot-seconds
+    # by then) and start 3 first.
+    jobs = [
+        swf(1, 7, 4, 2, user=2),
+        swf(2, 4, 7, 1, user=2),
+        swf(3, 8, 8, 2, user=1),
+        swf(4, 2, 2, 2, user=1),
+    ]
+    config = SchedulerConfig(
+        picker="fairshare", fairshare=FairshareParams(recalc_interval=5.0, hist_hours=0.01)
+    )
+    cluster = ClusterSpec((HostGroup(count=2, slots=1),))
+    result = await simulate(jobs, cluster, config=config, every_instant=every_instant)
+    assert starts(result.jobs) == {"1": 11.0, "2": 4.0, "3": 15.0, "4": 2.0}
+
+
 def reference_fifo(jobs: list[tuple[int, int, int]], hosts: int, strict: bool) -> dict[str, float]:
     """FIFO on one-slot hosts, written plainly with the replay's time rule: one
     pass an instant (any arrival, a too-big one included, or end), jobs in
@@ -342,3 +368,83 @@ def test_fifo_replays_equal_a_plain_model_with_zero_second_jobs(
         return starts((await simulate(jobs, FOUR_HOSTS, config=config)).jobs)
 
     assert anyio.run(replay) == reference_fifo(rows, 4, strict)
+
+
+# Skipped sessions never change a start, nor the last pend reason of a job that
+# never starts: the policies the skip rules cover, on hosts of 1 to 3 slots,
+# with jobs that can never start (too much memory). Fairshare is left out: its
+# account order is re-keyed lazily at sessions, so a session that starts
+# nothing can still change a later one's order (a known gap, see the replay's
+# module docstring).
+POLICIES = {
+    "fcfs": SchedulerConfig(),
+    "strict": SchedulerConfig(strict_fifo=True),
+    "easy": SchedulerConfig(backfill="easy"),
+    "conservative": SchedulerConfig(backfill="conservative"),
+}
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 40),  # submit
+            st.integers(1, 7),  # size (the cluster has 6 slots)
+            st.sampled_from([0, 1, 2, 3, 5, 8, 13]),  # run time
+            st.sampled_from([-1, -1, -1, 2048, 40960]),  # memory per task (KB); 40 MB fits none
+            st.integers(1, 3),  # user
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.sampled_from(sorted(POLICIES)),
+)
+def test_skipped_sessions_change_no_start_and_no_pend_reason(
+    rows: list[tuple[int, int, int, int, int]], policy: str
+) -> None:
+    jobs = [
+        swf(i + 1, submit, run, size, req_mem=mem, req_time=run + 2, user=user)
+        for i, (submit, size, run, mem, user) in enumerate(rows)
+    ]
+    cluster = ClusterSpec(
+        (
+            HostGroup(count=2, slots=1, resources={"mem": 16.0}),
+            HostGroup(count=1, slots=3, resources={"mem": 16.0}),
+            HostGroup(count=1, slots=1, resources={"mem": 16.0}),
+        )
+    )
+
+    async def replay(every_instant: bool) -> list[tuple[str, float | None, str, str]]:
+        result = await simulate(
+            jobs, cluster, config=POLICIES[policy], every_instant=every_instant
+        )
+        return [(o.job_id, o.start, o.status, o.reason) for o in result.jobs]
+
+    assert anyio.run(replay, False) == anyio.run(replay, True)
+
+
+async def test_strict_fifo_skips_the_sessions_its_first_job_does_not_fit() -> None:
+    # Four one-slot hosts. t=0: 1 (3 procs, 10 s) starts; 2 (2 procs) waits with
+    # one slot free. t=1..4: 3, 4, 5, 6 (1 proc, 1 s) arrive. Each fits the free
+    # slot, but strict FIFO takes 2 first, which needs 2: the sessions at 1 to 4
+    # would stop at once, and are skipped. t=10: 1 ends; 2, 3 and 4 start.
+    # t=11: 3 and 4 end; 5 and 6 start. Sessions with jobs pending: 0, 1, 2, 3,
+    # 4, 10, 11; of them only 0, 10 and 11 run.
+    trace = [
+        swf(1, 0, 10, 3),
+        swf(2, 0, 5, 2),
+        swf(3, 1, 1, 1),
+        swf(4, 2, 1, 1),
+        swf(5, 3, 1, 1),
+        swf(6, 4, 1, 1),
+    ]
+    fifo = SchedulerConfig(strict_fifo=True)
+    skipping = await simulate(trace, FOUR_HOSTS, config=fifo)
+    every = await simulate(trace, FOUR_HOSTS, config=fifo, every_instant=True)
+    assert starts(skipping.jobs) == starts(every.jobs) == {
+        "1": 0.0, "2": 10.0, "3": 10.0, "4": 10.0, "5": 11.0, "6": 11.0
+    }  # fmt: skip
+    assert (skipping.summary.sessions, skipping.summary.sessions_skipped) == (3, 4)
+    assert every.summary.sessions == 7
+    # fcfs would start 3 at t=1: the head rule is strict FIFO's alone.
+    assert starts((await simulate(trace, FOUR_HOSTS)).jobs)["3"] == 1.0

@@ -20,7 +20,14 @@ A session is skipped when it provably cannot start a job, which never changes
 the schedule (``every_instant=True`` / ``--every-instant`` turns this off): when
 no job is pending; when no slot is free; or when nothing finished since the last
 session and every job submitted since needs more slots than are free (jobs that
-failed before fail again, as capacity has only shrunk since). The finishes of
+failed before fail again, as capacity has only shrunk since). With the ``fcfs``
+picker and no queues or share trees configured, also when every pending job
+needs more slots than are free (a task takes a slot), and under strict FIFO
+without backfill or limits when the first pending job in submit order does (the
+session would stop there). Under fairshare no session is skipped for those two
+reasons, and none at all at an instant where usage history is due to enter
+priorities (``SchedulerCore.recalculation_due``): skipping it would move the
+recalculation to a later instant. The finishes of
 an instant with no job pending are applied with the next batch (the core reads
 the clock only when a session begins, so this changes nothing but the number
 of calls into the loop), except under fairshare: a share account is charged
@@ -253,7 +260,11 @@ async def simulate(
     position: dict[int, int] = {}
     starting: list[int] = []
     backfilled = 0
-    pending_gone: set[int] = set()
+    gone = bytearray(len(jobs))  # 1: the job started or was rejected
+    # Task counts of the jobs submitted and not yet started, smallest first
+    # (stale entries dropped as they surface), for _may_start.
+    sizes: list[tuple[int, int]] = []
+    by_size, by_head = _skip_rules(config, cluster, setup, limits)
     sessions = 0
     skipped = 0
     free = cluster.total_slots
@@ -323,12 +334,22 @@ async def simulate(
                 )
             )
             heappush(waiting, (next_job, number))
+            if by_size:
+                heappush(sizes, (job_tasks, number))
             pending += 1
             next_job += 1
             if job_tasks < smallest_new:
                 smallest_new = job_tasks
         if pending:
-            if every_instant or (free > 0 and (freed or smallest_new <= free)):
+            if (
+                every_instant
+                or core.recalculation_due(t)
+                or (
+                    free > 0
+                    and (freed or smallest_new <= free)
+                    and (not by_size or _may_start(sizes, waiting, tasks, gone, free, by_head))
+                )
+            ):
                 batch.append(_SESSION)
                 sessions += 1
                 freed = False
@@ -369,12 +390,13 @@ async def simulate(
                 else:
                     ended_now.append((job_id, slots))
                 free -= slots
+                gone[number] = 1
                 started_n += 1
                 pending -= 1
             elif isinstance(decision, JobRejected):
                 number = live.pop(decision.job_id)
                 outcomes.rejected(number, f"core: {decision.error}")
-                pending_gone.add(number)
+                gone[number] = 1
                 pending -= 1
             elif isinstance(decision, EventRejected):
                 rejected = submitted.get(decision.index)
@@ -382,14 +404,13 @@ async def simulate(
                     raise SimulationError(f"the core rejected a replay event: {decision.error}")
                 live.pop(outcomes.job_id(rejected), None)
                 outcomes.rejected(rejected, f"core: {decision.error}")
-                pending_gone.add(rejected)
+                gone[rejected] = 1
                 pending -= 1
         if starting:
             # A job that started while one ahead of it in submit order stays
             # pending was backfilled (or, without backfill, overtook it).
-            pending_gone.update(starting)
-            while waiting and waiting[0][1] in pending_gone:
-                pending_gone.discard(heappop(waiting)[1])
+            while waiting and gone[waiting[0][1]]:
+                heappop(waiting)
             first = waiting[0][0] if waiting else math.inf
             backfilled += sum(1 for number in starting if position[number] > first)
             for number in starting:
@@ -445,6 +466,53 @@ async def simulate(
     summary.by_user = consumer_figures([_ident("u", j.user) for j in jobs], order, outcomes)
     summary.by_queue = consumer_figures([_ident("q", j.queue) for j in jobs], order, outcomes)
     return SimResult(summary=summary, jobs=outcomes)
+
+
+def _skip_rules(
+    config: SchedulerConfig,
+    cluster: ClusterSpec,
+    setup: Sequence[InputEvent],
+    limits: Sequence[Limit],
+) -> tuple[bool, bool]:
+    """Which of :func:`_may_start`'s rules hold for this replay: ``(by_size,
+    by_head)``.
+
+    ``by_size``: the ``fcfs`` picker and no queues or share trees configured.
+    Under fairshare a session also brings usage into priorities when due (every
+    ``recalc_interval`` after the last one), so skipping one could move that.
+    ``by_head``: that, and strict FIFO without backfill and no limits: sessions
+    take jobs in submit order and stop at the first that cannot start (a job
+    held by a limit does not stop them).
+    """
+    by_size = config.picker == "fcfs" and not cluster.queues and not setup
+    by_head = by_size and config.strict_fifo and config.backfill == "none" and not limits
+    return by_size, by_head
+
+
+def _may_start(
+    sizes: list[tuple[int, int]],
+    waiting: list[tuple[int, int]],
+    tasks: array[int],
+    gone: bytearray,
+    free: int,
+    by_head: bool,
+) -> bool:
+    """Whether a session could start a job with ``free`` slots free (a task takes
+    a slot): some pending job needs no more (``sizes``), and with ``by_head``
+    (strict FIFO in submit order) the first pending job (``waiting``) needs no
+    more. A session this rules out would start nothing, so skipping it changes
+    no start. Drops the entries of jobs no longer pending from the top of both
+    heaps."""
+    while sizes and gone[sizes[0][1]]:
+        heappop(sizes)
+    if not sizes or sizes[0][0] > free:
+        return False
+    if by_head:
+        while waiting and gone[waiting[0][1]]:
+            heappop(waiting)
+        if waiting and tasks[waiting[0][1]] > free:
+            return False
+    return True
 
 
 def _requests(

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from xce_core._fairgroup import FairGroup
 from xce_core._model import PENDING, Job, JobGroup
 from xce_core._order import BatchSink, PolicyOrder
 from xce_core._results import PendReason, SessionStats
@@ -104,7 +105,14 @@ class PendingQueue:
         sleepers = self._sleepers
         order = self._order
         if order.broken:
-            awake = [g for g in self._state.groups.values() if g.asleep is None]
+            awake: list[JobGroup] = []
+            for group in self._state.groups.values():
+                if group.asleep is None:
+                    awake.append(group)
+                elif isinstance(group, FairGroup):
+                    # Asleep through a fairshare recalculation: its runs take
+                    # the new priorities now, or it would wake in the old order.
+                    group.rekey()
             order.rebuild(awake)
             for group in awake:
                 if not group.queued:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from xce_core import FairshareParams, SchedulerConfig
@@ -371,20 +371,22 @@ def test_fifo_replays_equal_a_plain_model_with_zero_second_jobs(
 
 
 # Skipped sessions never change a start, nor the last pend reason of a job that
-# never starts: the policies the skip rules cover, on hosts of 1 to 3 slots,
-# with jobs that can never start (too much memory). Fairshare is left out: its
-# account order is re-keyed lazily at sessions, so a session that starts
-# nothing can still change a later one's order (a known gap, see the replay's
-# module docstring).
+# never starts: every policy, on hosts of 1 to 3 slots, with jobs that can never
+# start (too much memory). Fairshare recalculates every 5 s and forgets within
+# a minute, so a recalculation moved to another session, or one that a
+# sleeping group missed, changes the order.
 POLICIES = {
     "fcfs": SchedulerConfig(),
     "strict": SchedulerConfig(strict_fifo=True),
     "easy": SchedulerConfig(backfill="easy"),
     "conservative": SchedulerConfig(backfill="conservative"),
+    "fairshare": SchedulerConfig(
+        picker="fairshare", fairshare=FairshareParams(recalc_interval=5.0, hist_hours=0.01)
+    ),
 }
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     st.lists(
         st.tuples(
@@ -448,3 +450,44 @@ async def test_strict_fifo_skips_the_sessions_its_first_job_does_not_fit() -> No
     assert every.summary.sessions == 7
     # fcfs would start 3 at t=1: the head rule is strict FIFO's alone.
     assert starts((await simulate(trace, FOUR_HOSTS)).jobs)["3"] == 1.0
+
+
+# Job 11's group sleeps at 57, through the recalculation at 59 (which puts u1
+# ahead of u2), and wakes at 61: it must wake in the new order.
+ASLEEP_THROUGH_A_RECALCULATION = [
+    (41, 3, 12, 3), (59, 4, 18, 2), (25, 1, 8, 3), (19, 4, 7, 3), (21, 1, 15, 2),
+    (41, 3, 12, 3), (42, 4, 18, 3), (17, 4, 14, 1), (37, 2, 14, 3), (59, 2, 20, 2),
+    (57, 2, 20, 1), (35, 3, 9, 3),
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@example(ASLEEP_THROUGH_A_RECALCULATION)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 60),  # submit
+            st.integers(1, 4),  # size: one shape (group) per size
+            st.integers(1, 20),  # run time
+            st.integers(1, 3),  # user
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_under_fairshare_skipped_sessions_change_no_start(
+    rows: list[tuple[int, int, int, int]],
+) -> None:
+    # Groups that sleep through a recalculation must wake in the new order: a
+    # session that starts nothing (skipped, or run under --every-instant)
+    # leaves a group asleep, or not, across the next recalculation.
+    jobs = [swf(i + 1, s, run, size, user=u) for i, (s, size, run, u) in enumerate(rows)]
+    config = SchedulerConfig(
+        picker="fairshare", fairshare=FairshareParams(recalc_interval=7.0, hist_hours=0.01)
+    )
+
+    async def replay(every_instant: bool) -> dict[str, float | None]:
+        result = await simulate(jobs, FOUR_HOSTS, config=config, every_instant=every_instant)
+        return starts(result.jobs)
+
+    assert anyio.run(replay, False) == anyio.run(replay, True)

@@ -461,8 +461,20 @@ class ClusterState:
 
     def _release(self, job: Job) -> None:
         self.releases += 1
+        free_hosts = self.free_hosts
+        freed = 0
         for worker, slots, rusage in job.claims:
-            self._freed(worker, slots)
+            # _freed(worker, slots) for slots >= 0, the total summed once (see
+            # commit()). A host redefined smaller while the job ran may have
+            # had less than nothing free.
+            before = worker.slots - worker.used_slots
+            worker.used_slots -= slots
+            if worker.usable:
+                if before > 0:
+                    freed += slots
+                elif before + slots > 0:
+                    freed += before + slots
+                    free_hosts.add(worker)
             for name, amount in rusage:
                 left = worker.used.get(name, 0.0) - amount
                 if left > AMOUNT_TOLERANCE:
@@ -470,6 +482,7 @@ class ClusterState:
                 else:
                     worker.used.pop(name, None)
             worker.jobs.discard(job.job_id)
+        self.free_total += freed
         for name, amount in job.shared_claims.items():
             left = self.shared_used.get(name, 0.0) - amount
             if left > AMOUNT_TOLERANCE:
@@ -542,15 +555,23 @@ class ClusterState:
         job_id = job.job_id
         allocation: list[tuple[Worker, int]] = []
         held = 0
+        free_hosts = self.free_hosts
         for worker, slots, need in per_host:
             held += slots
-            self._freed(worker, -slots)
+            # _freed(worker, -slots) where lacks() proved the worker usable with
+            # ``slots`` free: only a host filled up leaves ``free_hosts``, and
+            # free_total falls by ``held`` (per-host work is most of
+            # benchmarks/bench_simulate_big.py).
+            used_slots = worker.used_slots = worker.used_slots + slots
+            if used_slots >= worker.slots:
+                free_hosts.discard(worker)
             worker.jobs.add(job_id)
             if need:
                 used = worker.used
                 for name, amount in need:
                     used[name] = used.get(name, 0.0) + amount
             allocation.append((worker, slots))
+        self.free_total -= held
         if shared:
             shared_used = self.shared_used
             for name, amount in shared.items():

@@ -20,14 +20,13 @@ A session is skipped when it provably cannot start a job, which never changes
 the schedule (``every_instant=True`` / ``--every-instant`` turns this off): when
 no job is pending; when no slot is free; or when nothing finished since the last
 session and every job submitted since needs more slots than are free (jobs that
-failed before fail again, as capacity has only shrunk since). With the ``fcfs``
-picker and no queues or share trees configured, also when every pending job
-needs more slots than are free (a task takes a slot), and under strict FIFO
-without backfill or limits when the first pending job in submit order does (the
-session would stop there). Under fairshare no session is skipped for those two
-reasons, and none at all at an instant where usage history is due to enter
-priorities (``SchedulerCore.recalculation_due``): skipping it would move the
-recalculation to a later instant. The finishes of
+failed before fail again, as capacity has only shrunk since); when every
+pending job needs more slots than are free (a task takes a slot); and under
+strict FIFO in submit order (no backfill, limits, queues or share trees
+configured) when the first pending job does (the session would stop there).
+Under fairshare no session is skipped at an instant where usage history is due
+to enter priorities (``SchedulerCore.recalculation_due``): skipping it would
+move the recalculation to a later instant. The finishes of
 an instant with no job pending are applied with the next batch (the core reads
 the clock only when a session begins, so this changes nothing but the number
 of calls into the loop), except under fairshare: a share account is charged
@@ -264,7 +263,7 @@ async def simulate(
     # Task counts of the jobs submitted and not yet started, smallest first
     # (stale entries dropped as they surface), for _may_start.
     sizes: list[tuple[int, int]] = []
-    by_size, by_head = _skip_rules(config, cluster, setup, limits)
+    by_head = _in_submit_order(config, cluster, setup, limits)
     sessions = 0
     skipped = 0
     free = cluster.total_slots
@@ -334,8 +333,7 @@ async def simulate(
                 )
             )
             heappush(waiting, (next_job, number))
-            if by_size:
-                heappush(sizes, (job_tasks, number))
+            heappush(sizes, (job_tasks, number))
             pending += 1
             next_job += 1
             if job_tasks < smallest_new:
@@ -347,7 +345,7 @@ async def simulate(
                 or (
                     free > 0
                     and (freed or smallest_new <= free)
-                    and (not by_size or _may_start(sizes, waiting, tasks, gone, free, by_head))
+                    and _may_start(sizes, waiting, tasks, gone, free, by_head)
                 )
             ):
                 batch.append(_SESSION)
@@ -468,25 +466,25 @@ async def simulate(
     return SimResult(summary=summary, jobs=outcomes)
 
 
-def _skip_rules(
+def _in_submit_order(
     config: SchedulerConfig,
     cluster: ClusterSpec,
     setup: Sequence[InputEvent],
     limits: Sequence[Limit],
-) -> tuple[bool, bool]:
-    """Which of :func:`_may_start`'s rules hold for this replay: ``(by_size,
-    by_head)``.
-
-    ``by_size``: the ``fcfs`` picker and no queues or share trees configured.
-    Under fairshare a session also brings usage into priorities when due (every
-    ``recalc_interval`` after the last one), so skipping one could move that.
-    ``by_head``: that, and strict FIFO without backfill and no limits: sessions
-    take jobs in submit order and stop at the first that cannot start (a job
-    held by a limit does not stop them).
-    """
-    by_size = config.picker == "fcfs" and not cluster.queues and not setup
-    by_head = by_size and config.strict_fifo and config.backfill == "none" and not limits
-    return by_size, by_head
+) -> bool:
+    """Whether sessions take jobs strictly in submit order and stop at the first
+    that cannot start (for :func:`_may_start`): strict FIFO without backfill,
+    the ``fcfs`` picker, no queues or share trees configured (no queue priority
+    or picker reorders jobs) and no limits (a job held by a limit does not stop
+    a strict-FIFO session)."""
+    return (
+        config.strict_fifo
+        and config.backfill == "none"
+        and config.picker == "fcfs"
+        and not cluster.queues
+        and not setup
+        and not limits
+    )
 
 
 def _may_start(

@@ -252,8 +252,10 @@ class ClusterState:
 
     def _freed(self, w: Worker, slots: int) -> None:
         """``slots`` of ``w`` were freed (taken, if negative), totals kept exact.
-        The same as _uncount, change, _count, in one call: a claim per host is
-        the hot path of a trace replay (benchmarks/bench_simulate.py)."""
+        The same as _uncount, change, _count, in one call (EASY's projections
+        take and give back claims host by host through it). ``commit`` and
+        ``_release`` apply the same rule inline, summing ``free_total`` once per
+        job: per-host work is most of benchmarks/bench_simulate_big.py."""
         before = w.slots - w.used_slots
         w.used_slots -= slots
         if w.usable:

@@ -341,12 +341,12 @@ async def simulate(
         if pending:
             if (
                 every_instant
-                or core.recalculation_due(t)
                 or (
                     free > 0
                     and (freed or smallest_new <= free)
                     and _may_start(sizes, waiting, tasks, gone, free, by_head)
                 )
+                or core.recalculation_due(t)
             ):
                 batch.append(_SESSION)
                 sessions += 1
@@ -407,8 +407,7 @@ async def simulate(
         if starting:
             # A job that started while one ahead of it in submit order stays
             # pending was backfilled (or, without backfill, overtook it).
-            while waiting and gone[waiting[0][1]]:
-                heappop(waiting)
+            _drop_gone(waiting, gone)
             first = waiting[0][0] if waiting else math.inf
             backfilled += sum(1 for number in starting if position[number] > first)
             for number in starting:
@@ -501,16 +500,20 @@ def _may_start(
     more. A session this rules out would start nothing, so skipping it changes
     no start. Drops the entries of jobs no longer pending from the top of both
     heaps."""
-    while sizes and gone[sizes[0][1]]:
-        heappop(sizes)
+    _drop_gone(sizes, gone)
     if not sizes or sizes[0][0] > free:
         return False
     if by_head:
-        while waiting and gone[waiting[0][1]]:
-            heappop(waiting)
+        _drop_gone(waiting, gone)
         if waiting and tasks[waiting[0][1]] > free:
             return False
     return True
+
+
+def _drop_gone(heap: list[tuple[int, int]], gone: bytearray) -> None:
+    """Pop the entries ``(_, job)`` of jobs no longer pending off the top of ``heap``."""
+    while heap and gone[heap[0][1]]:
+        heappop(heap)
 
 
 def _requests(

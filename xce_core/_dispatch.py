@@ -63,6 +63,7 @@ class Dispatcher:
     def __init__(self, config: SchedulerConfig, registry: Registry) -> None:
         self._seq = registry.allocator(config.sequential_allocator)
         self._par = registry.allocator(config.parallel_allocator)
+        self._usages = _UsageMemo()
 
     def allocate(self, ctx: SchedContext) -> Awaitable[bool]:
         """Try the job's whole requirement; resolves to ``True`` with the claims
@@ -126,7 +127,8 @@ class Dispatcher:
         session = ctx.session
         prepared: _Prepared | None = session.memo.get(id(primary))
         if prepared is None:
-            prepared = session.memo[id(primary)] = _Prepared(primary, ctx)
+            options = self._usages.get(primary.rusage, ctx.state)
+            prepared = session.memo[id(primary)] = _Prepared(primary, options, ctx)
         free_total = session.free_total
         if free_total < lo:
             # Busy cluster: nothing can start, and saying why needs no host list.
@@ -149,7 +151,7 @@ class Dispatcher:
         if lo == hi and prepared.plain:
             # The usual job: a fixed task count, one rusage, no shared resource.
             usage = prepared.options[0]
-            for request in prepared.requests(usage, lo):
+            for request in prepared.requests(0, lo):
                 status = await allocator.allocate(request, ctx)
                 if status is _OK:
                     return True
@@ -161,7 +163,7 @@ class Dispatcher:
                 prepared.candidates, lo, usage.first_want, primary.select
             )
             return False
-        for usage in prepared.options:
+        for option, usage in enumerate(prepared.options):
             # Search by arithmetic, not by task count: no allocator can place
             # more tasks than the candidates can hold, so counts above that are
             # never tried (a 1..9,600-task job whose rusage no host can give
@@ -175,7 +177,7 @@ class Dispatcher:
                     if short:
                         reason = reason or PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, short)
                         continue
-                for request in prepared.requests(usage, n):
+                for request in prepared.requests(option, n):
                     status = await allocator.allocate(request, ctx)
                     placed, said = (True, None) if status is _OK else _verdict(status)
                     if placed:
@@ -193,15 +195,18 @@ class _Prepared:
     """What a primary needs each attempt, worked out once per session. The host
     lists are built on first use: a busy cluster often never needs them."""
 
-    __slots__ = ("_groups", "_primary", "_session", "options", "plain")
+    __slots__ = ("_groups", "_primary", "_requests", "_session", "options", "plain")
 
-    def __init__(self, primary: Primary, ctx: SchedContext) -> None:
+    def __init__(self, primary: Primary, options: list[_Usage], ctx: SchedContext) -> None:
         self._primary = primary
         self._session = ctx.session
         self._groups: list[CandidateSet] | None = None
-        self.options = [_Usage(terms, ctx.state) for terms in primary.rusage or ((),)]
+        # The primary's rusage alternatives (shared across sessions: read-only).
+        self.options = options
         # One way to take resources, none of them shared: nothing to choose or check.
-        self.plain = len(self.options) == 1 and not self.options[0].has_shared
+        self.plain = len(options) == 1 and not options[0].has_shared
+        # Requests by (alternative, task count), made on first use.
+        self._requests: dict[tuple[int, int], list[PrimaryRequest]] = {}
 
     @property
     def candidates(self) -> CandidateSet:
@@ -243,13 +248,14 @@ class _Prepared:
             best = max(best, total)
         return best
 
-    def requests(self, usage: _Usage, tasks: int) -> list[PrimaryRequest]:
-        """What allocators are asked for ``tasks`` tasks under ``usage``: one
-        request per ``same[]`` group (read-only, so shared by every job; made
-        on first use and kept in ``usage.requests``)."""
-        requests = usage.requests.get(tasks)
+    def requests(self, option: int, tasks: int) -> list[PrimaryRequest]:
+        """What allocators are asked for ``tasks`` tasks under rusage alternative
+        ``options[option]``: one request per ``same[]`` group (read-only, so
+        shared by every job this session; made on first use)."""
+        key = (option, tasks)
+        requests = self._requests.get(key)
         if requests is None:
-            requests = usage.requests[tasks] = self._make_requests(usage, tasks)
+            requests = self._requests[key] = self._make_requests(self.options[option], tasks)
         return requests
 
     def _make_requests(self, usage: _Usage, tasks: int) -> list[PrimaryRequest]:
@@ -265,24 +271,56 @@ class _Prepared:
         ]
 
 
+class _UsageMemo:
+    """Each distinct ``rusage[]`` split into :class:`_Usage` alternatives, kept
+    across sessions: the split depends only on the terms and on which names are
+    shared resources (``ClusterState.shared_names_version``). Made once per
+    distinct rusage, not per job a session (a replay of small sessions made one
+    split a job, about 5% of benchmarks/bench_simulate.py). Bounded: cleared when
+    it holds ``limit`` entries (distinct requirements are unbounded input)."""
+
+    __slots__ = ("_entries", "_version", "limit")
+
+    def __init__(self, limit: int = 10_000) -> None:
+        # id(rusage) -> (rusage, its split). The entry holds the rusage, so its
+        # id names no other object while the entry lives; an id is looked up
+        # without hashing the terms (primaries of one requirement text share
+        # their parsed rusage).
+        self._entries: dict[int, tuple[tuple[tuple[RusageTerm, ...], ...], list[_Usage]]] = {}
+        self._version = 0
+        self.limit = limit
+
+    def get(self, rusage: tuple[tuple[RusageTerm, ...], ...], state: ClusterState) -> list[_Usage]:
+        """The alternatives of ``rusage`` (one, empty, when there is none)."""
+        entries = self._entries
+        if self._version != state.shared_names_version or len(entries) >= self.limit:
+            entries.clear()
+            self._version = state.shared_names_version
+        entry = entries.get(id(rusage))
+        if entry is None or entry[0] is not rusage:
+            entry = entries[id(rusage)] = (
+                rusage,
+                [_Usage(terms, state) for terms in rusage or ((),)],
+            )
+        return entry[1]
+
+
 class _Usage:
     """One rusage alternative, split by where and how often each amount is taken.
 
     Host consumables: per task (the default and ``/task``), per host (``/host``),
     or once per job on the first host of the allocation (``/job``). Shared
     resources: once per job (the default, ``/job`` and ``/host``), or per task
-    (``/task``).
+    (``/task``). Read-only once made (shared across sessions by :class:`_UsageMemo`).
     """
 
-    __slots__ = ("first_want", "has_shared", "requests", "shared_fixed", "shared_per_task", "want")
+    __slots__ = ("first_want", "has_shared", "shared_fixed", "shared_per_task", "want")
 
     def __init__(self, terms: tuple[RusageTerm, ...], state: ClusterState) -> None:
         host: dict[str, list[float]] = {}
         job: dict[str, float] = {}
         self.shared_fixed: dict[str, float] = {}
         self.shared_per_task: dict[str, float] = {}
-        # Requests by task count, made by _Prepared.requests on first use.
-        self.requests: dict[int, list[PrimaryRequest]] = {}
         for term in terms:
             if term.amount <= 0:
                 continue

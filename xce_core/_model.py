@@ -49,7 +49,6 @@ class Worker:
     __slots__ = (
         "attrs",
         "index",
-        "jobs",
         "name",
         "one_slot",
         "resources",
@@ -76,7 +75,6 @@ class Worker:
         self.used_slots = 0
         self.used: dict[str, float] = {}
         self.usable = True
-        self.jobs: set[str] = set()
         self.values = WorkerValues(self)
         self.one_slot = HostSlots(host=name, slots=1)
 

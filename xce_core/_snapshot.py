@@ -372,6 +372,7 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
         return detached[-1 - ref]
 
     state.shared_total = dict(snap.shared_total)
+    state.shared_names_version += 1
     state.shared_used = dict(snap.shared_used)
     state.consumables = set(snap.consumables)
     for name, priority, picker in snap.queues:
@@ -411,8 +412,6 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
             claims = [(worker(ref), n, need) for ref, n, need in record.claims]
             job.claims = claims
             job.allocation = [(w, n) for w, n, _ in state.per_host(claims)]
-            for w, _ in job.allocation:
-                w.jobs.add(record.id)
             if record.shared:
                 job.shared_claims = dict(record.shared)
             if record.end is not None:

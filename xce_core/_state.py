@@ -106,6 +106,9 @@ class ClusterState:
         self.by_name: dict[str, Worker] = {}
         self.shared_total: dict[str, float] = {}
         self.shared_used: dict[str, float] = {}
+        # Moves whenever the set of shared resource names may have changed (what
+        # the dispatcher's rusage splits depend on).
+        self.shared_names_version = 0
         self.queues: dict[str, Queue] = {}
         # Live jobs (pending or running). A job that has ended leaves only its
         # id and final state in ``ended``, for duplicate-id rejection and precise
@@ -198,10 +201,11 @@ class ClusterState:
     def worker_removed(self, name: str) -> None:
         """Forget a worker; refused while jobs run on it."""
         w = self._worker(name)
-        if w.jobs:
-            running = ", ".join(sorted(w.jobs)[:5])
+        running = self.running_on(w) if w.used_slots or w.used else []
+        if running:
+            listed = ", ".join(sorted(running)[:5])
             raise EventInconsistent(
-                f"worker {name!r} still runs {len(w.jobs)} job(s) ({running}); "
+                f"worker {name!r} still runs {len(running)} job(s) ({listed}); "
                 "finish or cancel them first (worker_down stops new work)"
             )
         self._uncount(w)
@@ -212,6 +216,18 @@ class ClusterState:
         self._holes += 1
         if self._holes > 64 and self._holes * 2 > len(self.workers):
             self._compact_workers()
+
+    def running_on(self, worker: Worker) -> list[str]:
+        """Ids of the running jobs holding a claim on ``worker``. A walk over the
+        running jobs: workers keep no list of their jobs, which would cost two
+        set operations per host of every job started and ended (the replays of
+        benchmarks/bench_simulate.py hold about 17 hosts a job), for the one
+        question a refused ``worker_removed`` asks."""
+        return [
+            job.job_id
+            for job in self.jobs.values()
+            if job.state is RUNNING and any(w is worker for w, _ in job.allocation)
+        ]
 
     def _compact_workers(self) -> None:
         """Drop the holes removed workers left, renumbering the rest in the same
@@ -278,6 +294,8 @@ class ClusterState:
 
     def shared_resource(self, ev: SharedResource) -> None:
         """Define or resize a shared resource."""
+        if ev.name not in self.shared_total:
+            self.shared_names_version += 1
         self.shared_total[ev.name] = ev.total
         self.releases += 1
 
@@ -483,7 +501,6 @@ class ClusterState:
                     worker.used[name] = left
                 else:
                     worker.used.pop(name, None)
-            worker.jobs.discard(job.job_id)
         self.free_total += freed
         for name, amount in job.shared_claims.items():
             left = self.shared_used.get(name, 0.0) - amount
@@ -508,18 +525,24 @@ class ClusterState:
         """What is missing for ``per_host`` claims (one per host) and ``shared``
         amounts to be taken now, or ``''`` when they fit: the commit's check,
         by the one fit rule."""
-        by_name = self.by_name
         for worker, slots, need in per_host:
-            if not worker.usable or by_name.get(worker.name) is not worker:
-                return f"worker {worker.name} is gone"
-            # shortfall()'s slot clause alone when nothing else is wanted: a call
-            # per started job is about 1% of benchmark B1.
-            if need:
-                lacks = shortfall(worker, slots, _as_want(need))
-            else:
-                lacks = SLOTS if slots > worker.slots - worker.used_slots else None
-            if lacks is not None:
-                return f"{worker.name} lacks {lacks}"
+            lacks = self._host_lacks(worker, slots, need)
+            if lacks:
+                return lacks
+        return self._shared_lacks(shared)
+
+    def _host_lacks(self, worker: Worker, slots: int, need: tuple[tuple[str, float], ...]) -> str:
+        """What ``worker`` lacks for one claim of ``slots`` slots and ``need``
+        amounts, or ``''``."""
+        if not worker.usable or self.by_name.get(worker.name) is not worker:
+            return f"worker {worker.name} is gone"
+        if need:
+            lacks = shortfall(worker, slots, _as_want(need))
+        else:
+            lacks = SLOTS if slots > worker.slots - worker.used_slots else None
+        return "" if lacks is None else f"{worker.name} lacks {lacks}"
+
+    def _shared_lacks(self, shared: dict[str, float]) -> str:
         for name, amount in shared.items():
             free = self.shared_free(name)
             if free is None or amount > free + AMOUNT_TOLERANCE:
@@ -543,33 +566,44 @@ class ClusterState:
         at time ``now`` on the core's clock (its estimated end is ``now`` plus
         its run limit, if it has one).
 
-        Validates the whole allocation first, so a bad one changes nothing.
+        Checks every host by the one fit rule (:meth:`lacks`) as it takes it;
+        a host that fails gives back the ones taken before it, exactly, and
+        raises :class:`XceError`: a bad allocation changes nothing.
         """
         if job.state is not PENDING:
             raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
+        problem = self._shared_lacks(shared)
+        if problem:
+            raise XceError(f"cannot start {job.job_id!r}: {problem}")
         # One (worker, slots, amounts) per host: a host claimed twice (compound
         # parts) is checked and charged for the sum.
         per_host = self.per_host(claims)
-        problem = self.lacks(per_host, shared)
-        if problem:
-            raise XceError(f"cannot start {job.job_id!r}: {problem}")
-        # Validated: apply.
         job_id = job.job_id
         allocation: list[tuple[Worker, int]] = []
+        amounts_before: list[tuple[Worker, list[tuple[str, float | None]]]] = []
         held = 0
         free_hosts = self.free_hosts
+        by_name = self.by_name
         for worker, slots, need in per_host:
+            # Check and take in one pass over the hosts, not two (per-host work
+            # is most of benchmarks/bench_simulate_big.py): _host_lacks() inline
+            # for a claim of slots alone, which is the usual one.
+            free = worker.slots - worker.used_slots
+            if need or not worker.usable or slots > free or by_name.get(worker.name) is not worker:
+                problem = self._host_lacks(worker, slots, need)
+                if problem:
+                    self._give_back(allocation, amounts_before)
+                    raise XceError(f"cannot start {job_id!r}: {problem}")
             held += slots
-            # _freed(worker, -slots) where lacks() proved the worker usable with
+            # _freed(worker, -slots) for a worker just proved usable with
             # ``slots`` free: only a host filled up leaves ``free_hosts``, and
-            # free_total falls by ``held`` (per-host work is most of
-            # benchmarks/bench_simulate_big.py).
-            used_slots = worker.used_slots = worker.used_slots + slots
-            if used_slots >= worker.slots:
+            # free_total falls by ``held``.
+            worker.used_slots += slots
+            if slots >= free:
                 free_hosts.discard(worker)
-            worker.jobs.add(job_id)
             if need:
                 used = worker.used
+                amounts_before.append((worker, [(name, used.get(name)) for name, _ in need]))
                 for name, amount in need:
                     used[name] = used.get(name, 0.0) + amount
             allocation.append((worker, slots))
@@ -593,6 +627,25 @@ class ClusterState:
         self.running_count += 1
         if job.group is not None:
             job.group.live -= 1
+
+    def _give_back(
+        self,
+        taken: list[tuple[Worker, int]],
+        amounts_before: list[tuple[Worker, list[tuple[str, float | None]]]],
+    ) -> None:
+        """Undo the hosts a commit took before one failed
+        (``taken``, and the consumable amounts they held before, in
+        ``amounts_before``), exactly. ``free_total`` was not lowered yet."""
+        for worker, slots in taken:
+            worker.used_slots -= slots
+            self.free_hosts.add(worker)  # it had ``slots`` free: usable, not full
+        for worker, before in amounts_before:
+            used = worker.used
+            for name, amount in before:
+                if amount is None:
+                    used.pop(name, None)
+                else:
+                    used[name] = amount
 
 
 def _as_want(need: tuple[tuple[str, float], ...]) -> Want:

@@ -182,7 +182,7 @@ async def test_cancelling_mid_allocation_leaves_state_as_before_the_attempt() ->
     assert isinstance(out[-1], SessionEnd)
     assert out[-1].allocated == 1
     b = core.state.by_name["b"]
-    assert (b.used_slots, b.jobs) == (0, set())
+    assert (b.used_slots, core.state.running_on(b)) == (0, [])
     assert core.state.jobs["j2"].state is JobState.PENDING
     # The job is still schedulable afterwards.
     spy.on_call = None

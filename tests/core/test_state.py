@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from events import (
     EventRejected,
     JobCancelled,
@@ -13,7 +15,7 @@ from events import (
     WorkerRemoved,
 )
 from tests.helpers import GO, allocations, pends, submit, up
-from xce_core import JobState, SchedulerCore, process_events
+from xce_core import JobState, SchedulerCore, XceError, process_events
 
 
 async def test_worker_lifecycle_and_canonical_order() -> None:
@@ -188,3 +190,43 @@ async def test_queue_priority_reorders_jobs_of_one_shape_across_queues() -> None
     out = await process_events(events, core=core)  # type: ignore[arg-type]
     assert allocations(out) == {"y1": [("a", 1)]}
     assert core.state.jobs["x1"].group is core.state.jobs["y1"].group
+
+
+def _usage(core: SchedulerCore) -> tuple[object, ...]:
+    state = core.state
+    return (
+        [(w.name, w.used_slots, dict(w.used)) for w in state.live_workers()],
+        {w.name for w in state.free_hosts},
+        state.free_total,
+        dict(state.shared_used),
+    )
+
+
+async def test_a_commit_refused_at_a_later_host_gives_back_the_earlier_ones() -> None:
+    # The commit checks each host as it takes it: when the third one cannot
+    # take its claim, the two before it are given back exactly (slots, amounts
+    # that were already held, free-host set and total), and the job stays pending.
+    core = SchedulerCore()
+    await process_events(
+        [
+            up("a", 2, resources={"mem": 10.0}),
+            up("b", 2, resources={"mem": 10.0}),
+            up("c", 1),
+            submit("held", "rusage[mem=0.1]"),
+            GO,
+            submit("j"),
+        ],
+        core=core,
+    )
+    state = core.state
+    a, b, c = (state.by_name[n] for n in "abc")
+    assert a.used == {"mem": 0.1}  # an amount that float arithmetic would not restore
+    before = _usage(core)
+    claims = [(a, 1, (("mem", 0.2),)), (b, 2, (("mem", 0.3),)), (c, 2, ())]
+    with pytest.raises(XceError, match="c lacks slots"):
+        state.commit(state.jobs["j"], claims, {})
+    assert _usage(core) == before
+    assert state.jobs["j"].state is JobState.PENDING
+    with pytest.raises(XceError, match="shared lic exhausted"):
+        state.commit(state.jobs["j"], [(a, 1, ())], {"lic": 1.0})
+    assert _usage(core) == before

@@ -487,7 +487,7 @@ class SchedulerCore:
 
     def _end_session(self, stats: SessionStats, started: float, complete: bool) -> SessionEnd:
         scratch = self.scratch
-        self._pending.finish(complete, scratch.cache.entries, scratch.commits)
+        self._pending.finish(complete, scratch.cache.entries, scratch.commits, scratch.failed_at)
         if self._backfill is not None:
             self._outbox += self._backfill.end(stats.number)
         self._scope = None
@@ -583,6 +583,7 @@ class SchedulerCore:
                 if not allocated:
                     reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
                     cache.insert(job.fingerprint, reason)
+                    scratch.failed(job.fingerprint)
                     self._pend(1, (job,), reason, stats, cached=False)
                     if backfill is not None:
                         await backfill.on_failure(job, scratch.now)

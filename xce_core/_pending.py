@@ -20,6 +20,7 @@ from xce_core._order import BatchSink, PolicyOrder
 from xce_core._results import PendReason, SessionStats
 from xce_core._sleep import Sleepers, watch
 from xce_core._state import ClusterState
+from xce_core.resreq import Primary
 
 if TYPE_CHECKING:
     from xce_core._fairshare import ShareNode
@@ -167,11 +168,18 @@ class PendingQueue:
         group.settled_reason = reason.category
         group.unsettled = []
 
-    def finish(self, complete: bool, failed: Mapping[int, PendReason], commits: int) -> None:
+    def finish(
+        self,
+        complete: bool,
+        failed: Mapping[int, PendReason],
+        commits: int,
+        failed_at: Mapping[int, int],
+    ) -> None:
         """After a session: each group it covered is dropped (nothing pending),
         put to sleep (proven unsatisfiable, ``failed``, by a session that ran to
         its end and made ``commits`` commits, when sleeping is allowed and
-        safe), or queued again."""
+        safe), or queued again. ``failed_at[fp]`` is the commit count when
+        fingerprint ``fp`` first failed."""
         if not (complete and self._may_sleep):
             failed = {}
         consumables = self._state.consumables
@@ -180,11 +188,19 @@ class PendingQueue:
             if reason is not None:
                 group.begin()  # drop what this session started, while it is fresh
                 selects = watch(group.jobs[group.head].resreq, consumables)
-                # A fragile group sleeps only after a session that committed
-                # nothing: its category depends on how full its hosts are, and
-                # parts of it may have been explained at any point of the
-                # session (an option's or a part's cached reason).
-                if selects is not None or commits == 0:
+                # A fragile group's category depends on how full its hosts
+                # are: it sleeps only when its reason was worked out on the
+                # capacity the session ends with, that is after the session's
+                # last commit. For a requirement of one primary that is when
+                # its fingerprint failed; options and parts of a tree may have
+                # been explained (and cached) at any earlier point, so such a
+                # group sleeps only after a session that committed nothing.
+                head = group.jobs[group.head].resreq
+                if (
+                    selects is not None
+                    or commits == 0
+                    or (isinstance(head, Primary) and failed_at.get(group.fingerprint) == commits)
+                ):
                     self._sleepers.sleep(group, reason, selects)
                     continue
             if group.live:

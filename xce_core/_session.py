@@ -9,6 +9,7 @@ cursors and the cache rely on.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -188,6 +189,8 @@ class SessionScratch:
     _keys: int = 0
     _commits: int = 0
     _explained: dict[tuple[object, ...], PendReason] = field(default_factory=dict)
+    # Fingerprint -> this session's commit count when it first failed.
+    _failed_at: dict[int, int] = field(default_factory=dict)
     _measured: bool = False
     _free_workers: list[Worker] = field(default_factory=list)
     _max_free: int = -1
@@ -204,6 +207,7 @@ class SessionScratch:
         self._groups.clear()
         self.memo.clear()
         self._explained.clear()
+        self._failed_at.clear()
         self._keys = 0
         self._commits = 0
         self.pacer.count = 0
@@ -289,6 +293,18 @@ class SessionScratch:
     def committed(self) -> None:
         """Count a commit (explanations are reused only until the next one)."""
         self._commits += 1
+
+    def failed(self, fingerprint: int) -> None:
+        """Note that a job of ``fingerprint`` was just found not to fit (the
+        first time counts)."""
+        self._failed_at.setdefault(fingerprint, self._commits)
+
+    @property
+    def failed_at(self) -> Mapping[int, int]:
+        """Fingerprint -> :attr:`commits` when a job of it first failed this
+        session. Equal to ``commits`` at the end: its pend reason was worked out
+        on the capacity the session ends with."""
+        return self._failed_at
 
     # ------------------------------------------------------------------ candidates
 

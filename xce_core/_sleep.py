@@ -23,8 +23,11 @@ category depends only on which usable hosts match its selects, and on nothing
 that shrinking capacity can change (``no_workers``, ``no_matching_host`` or
 ``not_enough_slots``). A *fragile* group's category also depends on how full
 its hosts are (``resource_unavailable`` against ``not_enough_slots``, or a
-licence), so it sleeps only while nothing at all is committed or freed:
-it is put to sleep only by a session that committed nothing (an option or a
+licence), so it sleeps only while nothing at all is committed or freed after
+its reason was found:
+it is put to sleep only when its reason was found on the capacity the session
+ends with: for a requirement of one primary, when it failed after the session's
+last commit; for a tree, only by a session that committed nothing (an option or a
 part of it may have been explained, and cached, at any point of the session),
 and it wakes before any session that could commit.
 

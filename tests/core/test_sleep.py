@@ -143,10 +143,8 @@ async def test_a_licence_or_rusage_group_wakes_on_any_release_and_before_commits
     events += [SharedResource(name="lic", total=1.0)]
     events += [submit("hold", "rusage[lic=1]"), submit("l", "rusage[lic=1]"), GO]
     await run(events, core)
-    # Fragile (a licence): session 1 committed "hold", so "l" stays awake...
-    assert core._pending.sleeping_groups == 0
-    # ...until a session that commits nothing.
-    await run([GO], core)
+    # Fragile (a licence): "l" failed after session 1's last commit ("hold"),
+    # on the licence count the session ends with, so it sleeps.
     assert core._pending.sleeping_groups == 1
     await run([GO], core)
     assert core.last_session is not None
@@ -184,3 +182,32 @@ async def test_an_option_explained_before_a_commit_keeps_a_fragile_group_awake()
             (1, "no_matching_host"),
             (2, "shared_resource_unavailable"),
         ]
+
+
+async def test_a_fragile_group_that_failed_after_the_last_commit_sleeps() -> None:
+    # An rusage group's category depends on how full its hosts are, so it may
+    # sleep only when its reason was worked out on the capacity the session ends
+    # with: "mem2" fails after the commit of "first" (the session's last), so
+    # the next session, with nothing changed, attempts nothing.
+    core = SchedulerCore()
+    events = [up("a", 2, resources={"mem": 4.0}), submit("first"), submit("mem2", "rusage[mem=8]")]
+    await run([*events, GO], core)
+    assert core._pending.sleeping_groups == 1
+    await run([GO], core)
+    assert core.last_session is not None
+    assert (core.last_session.attempts, core.last_session.pended) == (0, 1)
+
+
+async def test_a_fragile_group_that_failed_before_a_commit_is_tried_again() -> None:
+    # "mem8" fails first, then "small" commits: mem8's reason was found on
+    # capacity the session went on to change, so it does not sleep; the next
+    # session tries it once more (and then it sleeps: that session commits nothing).
+    core = SchedulerCore()
+    events = [up("a", 2, resources={"mem": 4.0}), submit("mem8", "rusage[mem=8]"), submit("small")]
+    out = await run([*events, GO], core)
+    assert [d.job_id for d in out if isinstance(d, JobAllocated)] == ["small"]
+    assert core._pending.sleeping_groups == 0
+    await run([GO], core)
+    assert core.last_session is not None
+    assert core.last_session.attempts == 1
+    assert core._pending.sleeping_groups == 1

@@ -572,28 +572,30 @@ class ClusterState:
         """
         if job.state is not PENDING:
             raise XceError(f"cannot start job {job.job_id!r}: it is {job.state.value}")
-        problem = self._shared_lacks(shared)
-        if problem:
+        if shared and (problem := self._shared_lacks(shared)):
             raise XceError(f"cannot start {job.job_id!r}: {problem}")
         # One (worker, slots, amounts) per host: a host claimed twice (compound
         # parts) is checked and charged for the sum.
         per_host = self.per_host(claims)
         job_id = job.job_id
         allocation: list[tuple[Worker, int]] = []
-        amounts_before: list[tuple[Worker, list[tuple[str, float | None]]]] = []
+        amounts = False
         held = 0
         free_hosts = self.free_hosts
         by_name = self.by_name
         for worker, slots, need in per_host:
-            # Check and take in one pass over the hosts, not two (per-host work
-            # is most of benchmarks/bench_simulate_big.py): _host_lacks() inline
-            # for a claim of slots alone, which is the usual one.
+            # Check and take slots in one pass over the hosts, not two (per-host
+            # work is most of benchmarks/bench_simulate_big.py): _host_lacks()
+            # inline for a claim of slots alone, which is the usual one. Amounts
+            # are taken once every host is known to fit (below), so a failure
+            # gives back slots only.
             free = worker.slots - worker.used_slots
             if need or not worker.usable or slots > free or by_name.get(worker.name) is not worker:
                 problem = self._host_lacks(worker, slots, need)
                 if problem:
-                    self._give_back(allocation, amounts_before)
+                    self._give_back(allocation)
                     raise XceError(f"cannot start {job_id!r}: {problem}")
+                amounts = amounts or bool(need)
             held += slots
             # _freed(worker, -slots) for a worker just proved usable with
             # ``slots`` free: only a host filled up leaves ``free_hosts``, and
@@ -601,12 +603,15 @@ class ClusterState:
             worker.used_slots += slots
             if slots >= free:
                 free_hosts.discard(worker)
-            if need:
-                used = worker.used
-                amounts_before.append((worker, [(name, used.get(name)) for name, _ in need]))
-                for name, amount in need:
-                    used[name] = used.get(name, 0.0) + amount
             allocation.append((worker, slots))
+        if amounts:
+            # Each host is in per_host once, so each was checked on the amounts
+            # it held before this commit.
+            for worker, _, need in per_host:
+                if need:
+                    used = worker.used
+                    for name, amount in need:
+                        used[name] = used.get(name, 0.0) + amount
         self.free_total -= held
         if shared:
             shared_used = self.shared_used
@@ -628,24 +633,12 @@ class ClusterState:
         if job.group is not None:
             job.group.live -= 1
 
-    def _give_back(
-        self,
-        taken: list[tuple[Worker, int]],
-        amounts_before: list[tuple[Worker, list[tuple[str, float | None]]]],
-    ) -> None:
-        """Undo the hosts a commit took before one failed
-        (``taken``, and the consumable amounts they held before, in
-        ``amounts_before``), exactly. ``free_total`` was not lowered yet."""
+    def _give_back(self, taken: list[tuple[Worker, int]]) -> None:
+        """Undo the slots a commit took before one of its hosts failed
+        (``taken``); ``free_total`` and the amounts were not changed yet."""
         for worker, slots in taken:
             worker.used_slots -= slots
             self.free_hosts.add(worker)  # it had ``slots`` free: usable, not full
-        for worker, before in amounts_before:
-            used = worker.used
-            for name, amount in before:
-                if amount is None:
-                    used.pop(name, None)
-                else:
-                    used[name] = amount
 
 
 def _as_want(need: tuple[tuple[str, float], ...]) -> Want:

@@ -201,11 +201,14 @@ class ClusterState:
     def worker_removed(self, name: str) -> None:
         """Forget a worker; refused while jobs run on it."""
         w = self._worker(name)
-        running = self.running_on(w) if w.used_slots or w.used else []
-        if running:
-            listed = ", ".join(sorted(running)[:5])
+        if w.used_slots or w.used:  # a running job holds something on it
+            if self.running_count <= _NAME_JOBS_UP_TO:
+                running = self.running_on(w)
+                what = f"{len(running)} job(s) ({', '.join(sorted(running)[:5])})"
+            else:  # naming them would walk every running job
+                what = f"jobs ({w.used_slots} slot(s) held)"
             raise EventInconsistent(
-                f"worker {name!r} still runs {len(running)} job(s) ({listed}); "
+                f"worker {name!r} still runs {what}; "
                 "finish or cancel them first (worker_down stops new work)"
             )
         self._uncount(w)
@@ -222,7 +225,8 @@ class ClusterState:
         running jobs: workers keep no list of their jobs, which would cost two
         set operations per host of every job started and ended (the replays of
         benchmarks/bench_simulate.py hold about 17 hosts a job), for the one
-        question a refused ``worker_removed`` asks."""
+        question a refused ``worker_removed`` asks (which it asks only with at
+        most ``_NAME_JOBS_UP_TO`` jobs running)."""
         return [
             job.job_id
             for job in self.jobs.values()
@@ -639,6 +643,12 @@ class ClusterState:
         for worker, slots in taken:
             worker.used_slots -= slots
             self.free_hosts.add(worker)  # it had ``slots`` free: usable, not full
+
+
+# A refused worker_removed names the jobs on the worker by a walk over the
+# running jobs (workers keep no list of theirs) when there are at most this many:
+# a few milliseconds; beyond, it says how many slots they hold.
+_NAME_JOBS_UP_TO = 10_000
 
 
 def _as_want(need: tuple[tuple[str, float], ...]) -> Want:

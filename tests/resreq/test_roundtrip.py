@@ -107,7 +107,7 @@ def test_extreme_select_constants_keep_their_value(value: float) -> None:
     [
         "select[mem>1.7976931348623157e308] rusage[mem=1.7976931348623157e308:duration=5e-324]",
         "select[mem>=" + "9" * 30 + "] rusage[mem=" + "9" * 30 + "]",
-        "2147483647*{span[ptile=2147483647]} + {span[hosts=2147483647]}",
+        "2147483647*{span[ptile=2147483647]} + {span[block=2147483647]}",
         "span[ptile='!',HP:2147483647] same[type]",
         "select[mem>1e305G && swp>1e-320K] rusage[mem=(1e305G 1e305M)]",
         "select[" + "(" * 63 + "a" + ")" * 63 + "]",

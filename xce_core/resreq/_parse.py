@@ -25,8 +25,9 @@ Grammar (whitespace is allowed between all pieces)::
 * Multi-phase rusage: ``mem=(500 300 200):duration=(20 30):decay=(1 0)``, amounts
   never increasing, a duration for every phase but (optionally) the last, at
   most one decay per phase; list-valued options need multi-phase terms.
-* ``span[hosts=1]`` (``hosts`` is a positive integer, or -1 meaning no
-  constraint, stored as given) or ``span[ptile=...]``, not both. A ptile is a
+* ``span[hosts=1]`` (every task on one host; ``hosts=-1`` means no
+  constraint, stored as given; LSF documents no other value, so any other is
+  an error) or ``span[ptile=...]``, not both. A ptile is a
   positive integer, ``'!'`` (each host's slot count, LSF's MXJ), and/or values
   for host types or models: ``span[ptile='!',HP:8,LINUX:2]``. Also
   ``span[block=B]`` and ``span[stripe]`` / ``span[stripe=M]`` (LSF 10.1).

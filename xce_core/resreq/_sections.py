@@ -307,6 +307,14 @@ class SectionParser:
                         "a positive integer or -1" if name == "hosts" else "a positive integer"
                     )
                     self.fail(f"expected {wanted} for {name}", pos)
+                if name == "hosts" and value != 1 and value != -1:
+                    # LSF documents these two only; any other count was once
+                    # accepted and then ignored, placing tasks on any hosts.
+                    self.fail(
+                        f"span[hosts={value}] is not supported: hosts takes 1 (every task"
+                        " on one host) or -1 (no constraint); span[ptile=N] sets tasks per host",
+                        pos,
+                    )
                 if name == "hosts":
                     span = Span(hosts=value)
                 elif name == "block":

@@ -80,6 +80,15 @@ def task_problem(resreq: ResReq, min_tasks: int, max_tasks: int) -> str:
                 f"compound parts ask for {sum(c for c in counts if c > 0)} tasks; "
                 f"a part without a count gets none of max_tasks {max_tasks}"
             )
+        total = sum(counts)
+        if (min_tasks, max_tasks) != (1, 1) and not min_tasks <= total <= max_tasks:
+            # As LSF: the compound's task count must be compatible with -n. One
+            # task (the default, as no -n) lets the compound's counts decide.
+            asked = f"{min_tasks}" if min_tasks == max_tasks else f"{min_tasks} to {max_tasks}"
+            return (
+                f"compound parts ask for {total} tasks"
+                f" ({' + '.join(map(str, counts))}); the job asks for {asked}"
+            )
     return ""
 
 

@@ -249,3 +249,29 @@ async def test_a_refused_worker_removed_on_a_big_cluster_says_what_it_holds(
     assert ["still runs jobs (2 slot(s) held)" in e for e in errors] == [True, False]
     assert "still runs jobs (1 slot(s) held)" in errors[1]
     assert {w.name for w in core.state.live_workers()} == {"a", "b"}
+
+
+@pytest.mark.parametrize(
+    ("tasks", "low", "started"),
+    [
+        (1, None, 6),  # the default, as no -n: the compound's counts decide
+        (6, None, 6),
+        (8, 4, 6),  # -n 4,8
+        (2, None, 0),  # -n 2: incompatible, rejected
+        (8, None, 0),
+        (5, 2, 0),  # -n 2,5
+    ],
+)
+async def test_a_counted_compound_must_fit_the_jobs_task_range(
+    tasks: int, low: int | None, started: int
+) -> None:
+    # As LSF: a compound's task count must be compatible with the job's -n.
+    resreq = "2*{select[type==a]} + 4*{select[type==b]}"
+    workers = [up("a1", 4, type="a"), up("b1", 8, type="b")]
+    out = await process_events([*workers, submit("j", resreq, tasks, min=low), GO])
+    if started:
+        assert allocations(out) == {"j": [("a1", 2), ("b1", 4)]}
+    else:
+        (rejected,) = [d for d in out if isinstance(d, JobRejected)]
+        assert "compound parts ask for 6 tasks (2 + 4)" in rejected.error
+        assert "the job asks for" in rejected.error

@@ -21,7 +21,7 @@ from xce_core._registry import Registry
 from xce_core._results import PendReason, Reason, Status, Want
 from xce_core._session import CandidateSet
 from xce_core._state import ClusterState, part_counts
-from xce_core.resreq import Alternative, Compound, Primary, ResReq, RusageTerm
+from xce_core.resreq import LOAD_INDICES, Alternative, Compound, Primary, ResReq, RusageTerm
 
 __all__ = ["Dispatcher", "primary_fingerprints"]
 
@@ -325,6 +325,8 @@ class _Usage:
             if term.amount <= 0:
                 continue
             name, amount = term.name, term.amount
+            if name in LOAD_INDICES and name not in state.shared_total:
+                continue  # a load reservation: carried, reserves nothing
             if name in state.shared_total:
                 target = self.shared_per_task if term.per == "task" else self.shared_fixed
                 target[name] = target.get(name, 0.0) + amount

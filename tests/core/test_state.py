@@ -275,3 +275,19 @@ async def test_a_counted_compound_must_fit_the_jobs_task_range(
         (rejected,) = [d for d in out if isinstance(d, JobRejected)]
         assert "compound parts ask for 6 tasks (2 + 4)" in rejected.error
         assert "the job asks for" in rejected.error
+
+
+async def test_rusage_on_a_load_index_reserves_nothing() -> None:
+    # LSF's load reservation (rusage[r1m=..], its default rusage[r15s=1.0:...]):
+    # xce sees no load, so the job starts; a consumable beside it is still taken.
+    workers = [up("h1", 4, {"mem": 100.0}, r1m=0.2, ut=0.1)]
+    out = await process_events(
+        [
+            *workers,
+            submit("a", "rusage[r15s=1.0:r1m=1.0:r15m=1.0:ut=0.3:mem=60]"),
+            submit("b", "rusage[it=5:mem=60]"),
+            GO,
+        ]
+    )
+    assert allocations(out) == {"a": [("h1", 1)]}
+    assert pends(out)["b"].reason == "resource_unavailable"  # mem: 40 left of 100

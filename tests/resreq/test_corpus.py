@@ -407,6 +407,8 @@ INVALID: list[tuple[str, int, str]] = [
     ("span[ptile='!',]", 15, "expected a positive integer, '!' or type:N for ptile"),
     ("span[hosts=0]", 11, "expected a positive integer or -1 for hosts"),
     ("span[hosts=2]", 11, "span[hosts=2] is not supported: hosts takes 1"),
+    ("rusage[type=1]", 7, "'type' is a host's string attribute, not a resource"),
+    ("rusage[mem=1:hname=1]", 13, "'hname' is a host's string attribute"),
     ("span[hosts=64]", 11, "span[hosts=64] is not supported"),
     ("span[foo=1]", 5, "unknown span option 'foo'"),
     ("span[hosts=1:ptile=2]", 13, "not both"),

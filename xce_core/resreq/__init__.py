@@ -14,6 +14,7 @@
 
 from xce_core._errors import ResReqSyntaxError
 from xce_core.resreq._limits import DEFAULT_LIMITS, ResReqLimits
+from xce_core.resreq._names import LOAD_INDICES
 from xce_core.resreq._parse import parse_resreq
 from xce_core.resreq._select import compile_select
 from xce_core.resreq._tree import (
@@ -32,6 +33,7 @@ from xce_core.resreq._tree import (
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "LOAD_INDICES",
     "Alternative",
     "Compound",
     "HostValues",

@@ -22,6 +22,7 @@ from typing import Final
 __all__ = [
     "ALIASES",
     "INCREASING",
+    "LOAD_INDICES",
     "NOT_DEFINABLE",
     "NUMERIC_BUILTINS",
     "STRING_BUILTINS",
@@ -56,6 +57,10 @@ NUMERIC_BUILTINS: Final = INCREASING | frozenset(
     }
 )
 STRING_BUILTINS: Final = frozenset({"type", "model", "status", "hname", "host"})
+# LSF's built-in load indices that xce does not hold as consumables (mem, swp and
+# tmp are consumables here). An rusage on one is LSF's load reservation, which
+# xce does not model (it sees no load): the amount is carried and reserves nothing.
+LOAD_INDICES: Final = INCREASING | {"it"}
 
 # A built-in is always defined, so defined() of one is a mistake LSF rejects.
 # xce adds its own built-ins (slots, maxslots and host, its alias of hname).

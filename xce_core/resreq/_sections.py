@@ -23,7 +23,7 @@ from xce_core.resreq._lex import (
     unit_factor,
 )
 from xce_core.resreq._limits import ResReqLimits, check_amount
-from xce_core.resreq._names import ALIASES
+from xce_core.resreq._names import ALIASES, STRING_BUILTINS
 from xce_core.resreq._tree import OrderKey, RusageTerm, Span
 
 __all__ = ["NO_MARKS", "SectionParser", "SpanMarks"]
@@ -178,6 +178,13 @@ class SectionParser:
                             terms[index] = replace(term, decay=value)
             else:
                 name = ALIASES.get(name, name)  # rusage[swap=100] reserves swp
+                if name in STRING_BUILTINS:
+                    # Never an amount (LSF rejects a non-consumable in rusage).
+                    self.fail(
+                        f"{shown(name)} is a host's string attribute, not a resource"
+                        " rusage[] can reserve",
+                        column,
+                    )
                 if name in names:
                     self.fail(f"duplicate resource {shown(name)} in rusage[]", column)
                 names.add(name)

@@ -449,9 +449,28 @@ class SessionScratch:
             return PendReason(Reason.NO_WORKERS, "no usable workers")
         if not self.any_match(select):
             return PendReason(
-                Reason.NO_MATCHING_HOST, f"{_hosts(self.usable_count)}: select not satisfied"
+                Reason.NO_MATCHING_HOST,
+                f"{_hosts(self.usable_count)}: select not satisfied{self._undefined(select)}",
             )
         return self.cluster_full(tasks)
+
+    def _undefined(self, select: SelectExpr | None) -> str:
+        """For a select no usable host satisfies: the names it reads that no
+        usable host defines (a misspelt or unknown resource is what to act on),
+        as `` (no host defines 'x')``, else ``''``. One pass over the workers per
+        name, only on this path (its reason is kept until the next commit, and a
+        group with no matching host sleeps until a worker changes)."""
+        if select is None:
+            return ""
+        workers = [w for w in self.state.workers if w is not None and w.usable]
+        missing = [
+            name
+            for name in sorted(select.resources)
+            if all(w.values.get(name) is None for w in workers)
+        ]
+        if not missing:
+            return ""
+        return f" (no host defines {', '.join(map(repr, missing))})"
 
     def explain(
         self, cset: CandidateSet, tasks: int, want: Want, select: SelectExpr | None = None
@@ -489,7 +508,8 @@ class SessionScratch:
                     f"{_hosts(full)}: no free slot; {_hosts(unmatched)}: select not satisfied",
                 )
             return PendReason(
-                Reason.NO_MATCHING_HOST, f"{_hosts(unmatched + full)}: select not satisfied"
+                Reason.NO_MATCHING_HOST,
+                f"{_hosts(unmatched + full)}: select not satisfied{self._undefined(select)}",
             )
         if self.free_total < tasks:
             return self.cluster_full(tasks)

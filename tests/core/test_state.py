@@ -291,3 +291,23 @@ async def test_rusage_on_a_load_index_reserves_nothing() -> None:
     )
     assert allocations(out) == {"a": [("h1", 1)]}
     assert pends(out)["b"].reason == "resource_unavailable"  # mem: 40 left of 100
+
+
+async def test_a_select_on_a_name_no_host_defines_says_which() -> None:
+    # A misspelt or unknown resource: the pend reason names it, not the bare
+    # word right of a comparison (read as text when no host defines it).
+    workers = [up("h1", 4, {"mem": 100.0}, type="X86_64"), up("h2", 4, type="HP")]
+    out = await process_events(
+        [
+            *workers,
+            submit("typo", "select[tyep==X86_64]"),
+            submit("case", "select[TYPE==X86_64 && mem>10]"),
+            submit("none", "select[type==SUNSOL]"),
+            GO,
+        ]
+    )
+    reasons = pends(out)
+    assert reasons["typo"].detail.endswith("(no host defines 'tyep')")
+    assert reasons["case"].detail.endswith("(no host defines 'TYPE')")
+    assert reasons["none"].detail == "2 hosts: select not satisfied"
+    assert {r.reason for r in reasons.values()} == {"no_matching_host"}

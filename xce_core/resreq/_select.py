@@ -100,8 +100,10 @@ def _parse(source: str, start: int, end: int, limits: ResReqLimits) -> Node:
 
 
 def _compile_node(node: Node, text: str) -> SelectExpr:
+    words: set[str] = set()
+    resources = frozenset(node_names(node, set(), words))
     return SelectExpr(
-        text=text, names=frozenset(node_names(node, set())), evaluate=compile_test(node)
+        text=text, names=resources | words, evaluate=compile_test(node), resources=resources
     )
 
 

@@ -175,28 +175,30 @@ def format_node(node: Node) -> str:
             return " || ".join(_wrap(item, 2) for item in items)
 
 
-def node_names(node: Node, out: set[str]) -> set[str]:
-    """Add the names ``node`` reads to ``out`` (``defined(x)`` reads ``x``).
-    Recursive, but only as deep as the tree, which the parser bounds."""
+def node_names(node: Node, out: set[str], words: set[str] | None = None) -> set[str]:
+    """Add the names ``node`` reads to ``out`` (``defined(x)`` reads ``x``). With
+    ``words``, the bare words right of a comparison (a host's value if it has
+    one, else the text) go there instead of to ``out``. Recursive, but only as
+    deep as the tree, which the parser bounds."""
     match node:
         case Name(name=name) | Defined(name=name):
             out.add(name)
         case Cmp(left=Name(name=name), right=Word(name=word)) if is_any(name, word):
             out.add(name)  # "type==any" reads nothing, but listing "type" is harmless
         case Word(name=name):
-            out.add(name)
+            (out if words is None else words).add(name)
         case Neg(operand=operand) | Not(operand=operand):
-            node_names(operand, out)
+            node_names(operand, out, words)
         case Cmp(left=left, right=right):
-            node_names(left, out)
-            node_names(right, out)
+            node_names(left, out, words)
+            node_names(right, out, words)
         case Arith(first=first, rest=rest):
-            node_names(first, out)
+            node_names(first, out, words)
             for _, item in rest:
-                node_names(item, out)
+                node_names(item, out, words)
         case And(items=items) | Or(items=items):
             for item in items:
-                node_names(item, out)
+                node_names(item, out, words)
         case _:
             pass
     return out

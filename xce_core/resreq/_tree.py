@@ -43,7 +43,8 @@ class SelectExpr:
     """A compiled select expression, shared by every requirement with the same text.
 
     ``text`` is the canonical form; equality and hashing use it. ``names`` are the
-    identifiers the expression reads (``defined(x)`` counts as reading ``x``).
+    identifiers the expression reads (``defined(x)`` counts as reading ``x``);
+    ``resources`` those of them read as resources, not as bare words.
     Calling it on a host's values returns whether the host qualifies; it never
     raises for a host that lacks a name (see ``_select`` for the exact meaning).
     """
@@ -51,6 +52,10 @@ class SelectExpr:
     text: str
     names: frozenset[str]
     evaluate: Callable[[HostValues], bool] = field(repr=False)
+    # The names read as resources: ``names`` but the bare words right of a
+    # comparison (``HP`` in ``type==HP``), which read as text when no host
+    # defines them. For pend reasons (which names no host defines).
+    resources: frozenset[str] = field(default=frozenset(), repr=False)
 
     def __call__(self, host: HostValues) -> bool:
         return self.evaluate(host)

@@ -437,7 +437,7 @@ INVALID: list[tuple[str, int, str]] = [
     ("select[mem>1e999]", 11, "number out of range"),
     ("order[ut] rusage[mem=1] type==any || x", 24, "expected a section"),
     ("2*{mem>}", 7, "expected a value, a name or '('"),
-    ("select[a == !b]", 12, "expected a value, a name or '(', found '!'"),
+    ("select[a == !]", 13, "expected a value, a name or '(', found the end"),
     # -- aliases: duplicates are found after resolving them ------------------------------
     ("rusage[swap=1:swp=2]", 14, "duplicate resource 'swp'"),
     ("order[cpu:r1m]", 10, "duplicate 'r1m' in order[]"),

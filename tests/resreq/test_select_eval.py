@@ -98,7 +98,11 @@ CASES: list[tuple[str, dict[str, Value], bool]] = [
     ("1.5e3==1500", {}, True),
     ("a || b && c", {"a": True}, True),
     ("(a || b) && c", {"a": True}, False),
-    ("!a == b", {"a": 1, "b": 2}, True),
+    ("!a == b", {"a": 1, "b": 2}, False),  # (!a)==b, as LSF: 0 == 2
+    ("!a == b", {"a": 0, "b": 1}, True),  # 1 == 1
+    ("!(a == b)", {"a": 1, "b": 2}, True),
+    ("!swp > 100", {"swp": 500}, False),  # (!swp)>100: never, as in LSF
+    ("a == !b", {"a": 1, "b": 0}, True),
     ("!a && b", {"b": 1}, True),
     ("a=1", {"a": 1}, True),
     ("type+1>0", LINUX, False),
@@ -155,7 +159,10 @@ def test_names_lists_what_the_expression_reads(text: str, names: set[str]) -> No
         ("(a || b) && c", "(a || b) && c"),
         ("a || (b && c)", "a || b && c"),
         ("a && (b && c) && (d || e)", "a && b && c && (d || e)"),
-        ("not a == b", "!(a==b)"),
+        ("not a == b", "!a==b"),  # LSF's table: ! binds tighter than ==
+        ("!(a == b)", "!(a==b)"),
+        ("(!a) + 1 > 0", "!a+1>0"),
+        ("a == !b", "a==!b"),
         ("!(!a)", "!!a"),
         ("a - (b - c)", "a-(b-c)"),
         ("(a - b) - c", "a-b-c"),

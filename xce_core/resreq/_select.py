@@ -40,9 +40,11 @@ Semantics (they follow LSF; "missing" means ``host.get(name)`` is ``None``):
   it means ``any``. Quoted, ``type=='any'`` compares with the string ``any``.
 * **Arithmetic.** ``+ - * /`` on numbers; division by zero or overflow is
   missing.
-* **Precedence**, loosest first: ``||``, ``&&``, ``!``, comparisons (which do not
-  chain: ``a<b<c`` is an error), ``+ -``, ``* /``, unary ``-``. Note that ``!``
-  binds looser than comparisons: ``!a==b`` means ``!(a==b)``.
+* **Precedence**, loosest first: ``||``, ``&&``, comparisons (which do not
+  chain: ``a<b<c`` is an error), ``+ -``, ``* /``, then the prefix ``!`` and
+  unary ``-``, as in LSF's operator table. ``!a`` is 1 where ``a`` is false
+  (0, or missing) and 0 elsewhere, so ``!a==b`` means ``(!a)==b`` and
+  ``!swp>100`` is never true: write ``!(swp>100)``.
 * A string constant is not a condition: ``select['x']`` and ``'x' && a`` are
   errors (``('x')=='x'`` is fine).
 * **Aliases.** LSF's alternative names of load indices, ``swap idle login cpu``,
@@ -54,7 +56,7 @@ Semantics (they follow LSF; "missing" means ``host.get(name)`` is ``None``):
 Canonical text: operators ``&& || ! ==`` (keywords and ``=`` are normalised),
 `` && `` and `` || `` with one space on each side and no other spaces, the
 fewest parentheses precedence allows except that ``!`` puts parentheses around
-anything but a name, constant, ``defined(...)`` or another ``!``, numbers as
+anything but a name, constant, ``defined(...)`` or another ``!`` (``!(-a)``), numbers as
 :func:`~xce_core.resreq._lex.format_number` prints them, string constants in
 single quotes (double quotes if the value contains ``'``). Nested ``&&``/``||``
 chains are flattened. ``compile_select(e.text) is e``.

@@ -47,8 +47,10 @@ from xce_core.resreq._select_tree import (
 __all__ = ["parse_select"]
 
 _alias = ALIASES.get  # a name as written -> the load index it is an alias of
-# Binding levels, loosest first; a prefix "!" sits between && and comparisons.
-_OR, _AND, _NOT, _CMP, _ADD, _MUL, _NEG = 1, 2, 3, 4, 5, 6, 7
+# Binding levels, loosest first. The prefix operators bind tightest, "!" as "-"
+# (LSF's operator table: "!a" is 1 if a is 0, else 0, so "!a==b" is "(!a)==b").
+_OR, _AND, _CMP, _ADD, _MUL, _NEG = 1, 2, 4, 5, 6, 7
+_NOT = _NEG
 _BINARY: Final = {
     "||": _OR,
     "&&": _AND,
@@ -310,15 +312,10 @@ class _Parser:
                 self.push((0, "(", token.column, None))
             elif token.text == "-":
                 self.push((_NEG, "-", token.column, None))
-            elif token.text == "!" and self.may_negate():
+            elif token.text == "!":
                 self.push((_NOT, "!", token.column, None))
             else:
                 return self.atom(token)
-
-    def may_negate(self) -> bool:
-        """Whether "!" may start here: a condition, not inside a comparison or
-        arithmetic (``a == !b`` is an error, as before)."""
-        return not self.stack or self.stack[-1][0] <= _NOT
 
     def push(self, entry: _Entry) -> None:
         self.nesting += 1

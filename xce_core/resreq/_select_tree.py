@@ -121,13 +121,11 @@ def _precedence(node: Node) -> int:
             return 1
         case And():
             return 2
-        case Not():
-            return 3
         case Cmp():
             return 4
         case Arith(rest=rest):
             return 5 if rest[0][0] in "+-" else 6
-        case Neg():
+        case Neg() | Not():
             return 7
         case Num(value=value) if value < 0:
             return 7
@@ -166,7 +164,7 @@ def format_node(node: Node) -> str:
         case Cmp(op=op, left=left, right=right):
             return _wrap(left, 5) + op + _wrap(right, 5)
         case Not(operand=operand):
-            # Parenthesised beyond atoms because "!a==b" reads like C's "(!a)==b".
+            # Parenthesised beyond atoms, so "!(a==b)" never reads as "(!a)==b".
             bare = _precedence(operand) >= 8 or isinstance(operand, Not)
             return "!" + (format_node(operand) if bare else f"({format_node(operand)})")
         case And(items=items):

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from typing import Final
 
 import anyio.lowlevel
 
@@ -159,8 +160,10 @@ class Dispatcher:
                 if placed:
                     return True
                 reason = reason or said
-            ctx.reason = reason or session.explain(
-                prepared.candidates, lo, usage.first_want, primary.select
+            ctx.reason = reason or _same_said(
+                primary,
+                lo,
+                session.explain(prepared.candidates, lo, usage.first_want, primary.select),
             )
             return False
         for option, usage in enumerate(prepared.options):
@@ -186,7 +189,11 @@ class Dispatcher:
                         return True
                     reason = reason or said
             if reason is None:
-                reason = session.explain(prepared.candidates, lo, usage.first_want, primary.select)
+                reason = _same_said(
+                    primary,
+                    lo,
+                    session.explain(prepared.candidates, lo, usage.first_want, primary.select),
+                )
         ctx.reason = reason
         return False
 
@@ -353,6 +360,23 @@ class _Usage:
         for name, amount in self.shared_per_task.items():
             out[name] = out.get(name, 0.0) + amount * tasks
         return out
+
+
+def _same_said(primary: Primary, tasks: int, reason: PendReason) -> PendReason:
+    """``reason`` (explained over all the candidates) for a primary with
+    ``same[]``, which was tried group by group: says so, since the hosts may
+    hold the tasks together but no group of hosts alike does."""
+    if not primary.same or reason.category not in _CAPACITY:
+        return reason
+    names = ":".join(primary.same)
+    return PendReason(
+        reason.category,
+        f"{reason.detail}; same[{names}]: no set of hosts alike in {names} holds"
+        f" {tasks} task{'s' if tasks != 1 else ''}",
+    )
+
+
+_CAPACITY: Final = (Reason.NOT_ENOUGH_SLOTS, Reason.RESOURCE_UNAVAILABLE)
 
 
 def _verdict(status: Status | bool) -> tuple[bool, PendReason | None]:

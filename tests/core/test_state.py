@@ -311,3 +311,15 @@ async def test_a_select_on_a_name_no_host_defines_says_which() -> None:
     assert reasons["case"].detail.endswith("(no host defines 'TYPE')")
     assert reasons["none"].detail == "2 hosts: select not satisfied"
     assert {r.reason for r in reasons.values()} == {"no_matching_host"}
+
+
+async def test_a_same_job_that_fits_only_across_unlike_hosts_says_same() -> None:
+    # Four tasks, two a host: the two hosts together hold them, but they differ
+    # in model, so same[model] is what keeps the job pending.
+    workers = [up("h1", 16, model="m1"), up("h2", 16, model="m2")]
+    jobs = [submit("same", "span[ptile=2] same[model]", 4), submit("free", "span[ptile=2]", 4)]
+    out = await process_events([*workers, *jobs, GO])
+    assert set(allocations(out)) == {"free"}
+    reason = pends(out)["same"]
+    assert reason.reason == "not_enough_slots"
+    assert reason.detail.endswith("; same[model]: no set of hosts alike in model holds 4 tasks")

@@ -41,9 +41,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, Union, final
 
 import msgspec
-from msgspec import DecodeError, Struct, ValidationError
+from msgspec import UNSET, DecodeError, Struct, ValidationError
 
-from events._schema import EventRejected
+from events._schema import EventRejected, Name
 
 __all__ = ["BadEvent", "MsgpackFramer", "NdjsonFramer"]
 
@@ -64,12 +64,16 @@ class BadEvent(Struct, frozen=True):
     ``index`` is the item's 0-based position in the stream, counting bad items
     too; ``line`` is its 1-based line number for NDJSON (``None`` for msgpack);
     ``error`` says what is wrong, with msgspec's field path when there is one
-    (``"Expected `int` >= 0 - at `$.slots`"``, ``"malformed JSON: ..."``).
+    (``"Expected `int` >= 0 - at `$.slots`"``, ``"malformed JSON: ..."``);
+    ``job_id`` the job the item names, when it is a well-formed value whose
+    ``type`` is a job event and whose ``job_id`` is a valid one (see
+    :class:`~events.EventRejected`), else ``None``.
     """
 
     index: int
     line: int | None
     error: str
+    job_id: str | None = None
 
     def to_decision(self) -> EventRejected:
         """This failure as an ``event_rejected`` decision (error prefixed with where).
@@ -78,17 +82,48 @@ class BadEvent(Struct, frozen=True):
         index) for msgpack.
         """
         where = f"line {self.line}" if self.line is not None else f"event {self.index}"
-        return EventRejected(index=self.index, line=self.line, error=f"{where}: {self.error}")
+        return EventRejected(
+            index=self.index,
+            line=self.line,
+            error=f"{where}: {self.error}",
+            job_id=UNSET if self.job_id is None else self.job_id,
+        )
 
 
 @final
 class _Bad:
     """A failed item inside a run (numbered by the framer when it is reported)."""
 
-    __slots__ = ("error",)
+    __slots__ = ("error", "job_id")
 
-    def __init__(self, error: str) -> None:
+    def __init__(self, error: str, job_id: str | None = None) -> None:
         self.error = error
+        self.job_id = job_id
+
+
+# The events that name a job by ``job_id``.
+_JOB_EVENTS: Final = frozenset({"job_submitted", "job_finished", "job_cancelled"})
+
+
+class _Named(Struct):
+    """What a bad item is read as to name its job: every other field ignored."""
+
+    type: object = None
+    job_id: Name | None = None
+
+
+def _namer(decode: Callable[[Any], _Named]) -> Callable[[Any], str | None]:
+    """The ``job_id`` a bad item names (its :class:`BadEvent`'s), or ``None``."""
+
+    def job_id(item: Any) -> str | None:
+        try:
+            named = decode(item)
+        except (DecodeError, RecursionError):
+            return None
+        kind = named.type
+        return named.job_id if isinstance(kind, str) and kind in _JOB_EVENTS else None
+
+    return job_id
 
 
 _Entry = bytes | bytearray | _Bad | None  # an item to decode, a known failure, or a blank
@@ -123,7 +158,15 @@ class _Runs:
     at a time. ``join`` builds a joined run from items.
     """
 
-    __slots__ = ("_batch", "_join", "_malformed_prefix", "_marker", "_single", "_what")
+    __slots__ = (
+        "_batch",
+        "_join",
+        "_malformed_prefix",
+        "_marker",
+        "_name",
+        "_single",
+        "_what",
+    )
 
     def __init__(
         self,
@@ -132,8 +175,10 @@ class _Runs:
         join: Callable[[Sequence[bytes | bytearray]], bytes],
         marker: str,
         what: str,
+        name: Callable[[Any], str | None],
     ) -> None:
         self._single = single
+        self._name = name
         self._batch = batch
         self._join = join
         self._marker = marker
@@ -183,7 +228,7 @@ class _Runs:
                     results[position] = self._single(results[position])
                 except (DecodeError, RecursionError) as exc:
                     error = _describe(exc, self._malformed_prefix, self._what)
-                    results[position] = _Bad(error)
+                    results[position] = _Bad(error, self._name(results[position]))
         return results, False
 
     def _try_batch(self, joined: bytes, count: int) -> list[Any] | None:
@@ -231,6 +276,7 @@ class NdjsonFramer:
             lambda lines: b"[" + separator.join(lines) + b"]",
             marker,
             "JSON",
+            _namer(msgspec.json.Decoder(_Named).decode),
         )
         self._max = max_frame
         self._pending = bytearray()
@@ -312,7 +358,7 @@ class NdjsonFramer:
             if value is None:
                 continue
             if isinstance(value, _Bad):
-                out.append(BadEvent(self._index, self._line, value.error))
+                out.append(BadEvent(self._index, self._line, value.error, value.job_id))
             else:
                 out.append(value)
             self._index += 1
@@ -362,6 +408,7 @@ class MsgpackFramer:
             lambda payloads: _array_header(2 * len(payloads) - 1) + separator.join(payloads),
             marker,
             "msgpack",
+            _namer(msgspec.msgpack.Decoder(_Named).decode),
         )
         self._max = max_frame
         self._buf = bytearray()  # the start of a frame not yet complete
@@ -473,7 +520,7 @@ class MsgpackFramer:
             return
         for value in values:
             if isinstance(value, _Bad):
-                out.append(BadEvent(self._index, None, value.error))
+                out.append(BadEvent(self._index, None, value.error, value.job_id))
             else:
                 out.append(value)
             self._index += 1

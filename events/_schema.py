@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from typing import Annotated, Final, TypeAlias
 
-from msgspec import Meta, Struct
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 __all__ = [
     "Decision",
@@ -333,12 +333,17 @@ class EventRejected(_Event, tag="event_rejected", frozen=True):
     """An input event was malformed or inconsistent with the state; it was skipped.
 
     ``index`` is the event's 0-based position in the input stream (or -1 when
-    unknown); ``line`` the 1-based input line for line-oriented codecs.
+    unknown); ``line`` the 1-based input line for line-oriented codecs;
+    ``job_id`` the job the event names (``job_submitted``, ``job_finished``,
+    ``job_cancelled``), also when the event was malformed elsewhere but its
+    type and ``job_id`` could be read; else ``msgspec.UNSET``, and the field is
+    left out of the encoding (a rejection naming no job reads as it always did).
     """
 
     index: int
     error: str
     line: int | None = None
+    job_id: str | UnsetType = UNSET
 
 
 class SessionEnd(_Event, tag="session_end", frozen=True):

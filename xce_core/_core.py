@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import anyio
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream
+from msgspec import UNSET, UnsetType
 
 from events import (
     Decision,
@@ -274,11 +275,19 @@ class SchedulerCore:
         self._apply_now(idx, event)
         return False
 
-    def reject(self, error: str, index: int | None = None, line: int | None = None) -> None:
-        """Report an input that could not even be decoded (counts as an event)."""
+    def reject(
+        self,
+        error: str,
+        index: int | None = None,
+        line: int | None = None,
+        job_id: str | None = None,
+    ) -> None:
+        """Report an input that could not even be decoded (counts as an event);
+        ``job_id``: the job it names, if that could be read."""
         idx = self._index if index is None else index
         self._index += 1
-        self._outbox.append(EventRejected(index=idx, error=error, line=line))
+        named = UNSET if job_id is None else job_id
+        self._outbox.append(EventRejected(index=idx, error=error, line=line, job_id=named))
 
     def _apply_now(self, idx: int, event: InputEvent) -> None:
         state = self.state
@@ -328,14 +337,14 @@ class SchedulerCore:
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
         except XceError as exc:
-            self._outbox.append(EventRejected(index=idx, error=str(exc)))
+            self._outbox.append(EventRejected(index=idx, error=str(exc), job_id=_named(event)))
             return
         except Exception as exc:
             text = internal_error_text(exc)
             if isinstance(event, JobSubmitted):
                 self._fault(exc, JobRejected(job_id=event.job_id, error=text))
             else:
-                self._fault(exc, EventRejected(index=idx, error=text))
+                self._fault(exc, EventRejected(index=idx, error=text, job_id=_named(event)))
             return
         self.changed = True
 
@@ -699,3 +708,9 @@ class SchedulerCore:
                         cached=cached,
                     )
                 )
+
+
+def _named(event: InputEvent) -> str | UnsetType:
+    """The job ``event`` names (the job events'), for its ``event_rejected``."""
+    job_id: str | None = getattr(event, "job_id", None)
+    return UNSET if job_id is None else job_id

@@ -87,7 +87,7 @@ class SchedulerLoop:
         for item in items:
             if isinstance(item, BadEvent):
                 rejected = item.to_decision()
-                core.reject(rejected.error, index, line=rejected.line)
+                core.reject(rejected.error, index, line=rejected.line, job_id=item.job_id)
                 if strict:
                     await self.flush()
                     return item

@@ -49,10 +49,24 @@ def test_good_and_bad_lines_end_to_end() -> None:
     assert [(r["index"], r["line"]) for r in rejected] == [(1, 2), (3, 4), (4, 6)]
     assert "$.slots" in rejected[0]["error"]
     assert "job_id" in rejected[2]["error"]
+    assert all("job_id" not in r for r in rejected)  # none of them names a job
     allocated = {d["job_id"]: d["hosts"] for d in decisions if d["type"] == "job_allocated"}
     assert set(allocated) == {"a", "b", "c"}
     assert decisions[-1]["type"] == "session_end"
     assert decisions[-1]["allocated"] == 3
+
+
+def test_a_bad_submission_is_rejected_under_its_job_id() -> None:
+    data = ndjson(
+        WORKERS[0],
+        '{"type":"job_submitted","job_id":"bad","min_tasks":0}',
+        '{"type":"job_finished","job_id":"ghost"}',
+        SESSION,
+    )
+    result = run(input=data)
+    assert result.returncode == 0, result.stderr
+    rejected = [d for d in parse(result.stdout) if d["type"] == "event_rejected"]
+    assert [(r["index"], r["job_id"]) for r in rejected] == [(1, "bad"), (2, "ghost")]
 
 
 def test_interactive_session_decisions_arrive_before_end_of_input(

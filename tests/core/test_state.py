@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from events import (
@@ -43,6 +44,14 @@ async def test_duplicate_job_id_is_rejected_and_original_kept() -> None:
     out = await process_events([up("a", 1), submit("j", "select[foo]"), submit("j")], core=core)
     assert [d.index for d in out if isinstance(d, EventRejected)] == [2]
     assert core.state.jobs["j"].resreq_text == "select[foo]"
+
+
+async def test_a_rejected_job_event_names_its_job_and_a_worker_event_none() -> None:
+    out = await process_events(
+        [up("a", 1), submit("j"), submit("j"), JobFinished(job_id="zz"), WorkerDown(name="yy")]
+    )
+    rejected = [(d.index, d.job_id) for d in out if isinstance(d, EventRejected)]
+    assert rejected == [(2, "j"), (3, "zz"), (4, msgspec.UNSET)]
 
 
 async def test_bad_resreq_and_impossible_counts_reject_the_job_only() -> None:

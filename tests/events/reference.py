@@ -7,11 +7,11 @@ Error texts follow the documented formats.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
-from events import DEFAULT_MAX_FRAME, BadEvent, InputEvent
+from events import DEFAULT_MAX_FRAME, MAX_NAME_LENGTH, BadEvent, InputEvent
 
 __all__ = ["msgpack_alone", "ndjson_alone"]
 
@@ -28,6 +28,23 @@ def _describe(exc: Exception, what: str) -> str:
     return f"malformed {what}: {text[:1].lower()}{text[1:]}"
 
 
+class _Named(msgspec.Struct):
+    type: Any = None
+    job_id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NAME_LENGTH)] | None = None
+
+
+def _job_id(item: bytes, module: Any) -> str | None:
+    """The job a bad item names: a well-formed value whose ``type`` is a job
+    event and whose ``job_id`` is a valid name (other fields not looked at)."""
+    try:
+        named = module.decode(item, type=_Named)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if named.type in ("job_submitted", "job_finished", "job_cancelled"):
+        return named.job_id  # type: ignore[no-any-return]
+    return None
+
+
 def ndjson_alone(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> list[Any]:
     """Each line decoded on its own; blank lines skipped; long lines rejected."""
     decode = msgspec.json.Decoder(InputEvent).decode
@@ -42,7 +59,8 @@ def ndjson_alone(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> list[Any]:
             try:
                 out.append(decode(line))
             except (msgspec.DecodeError, RecursionError) as exc:
-                out.append(BadEvent(len(out), number, _describe(exc, "JSON")))
+                error = _describe(exc, "JSON")
+                out.append(BadEvent(len(out), number, error, _job_id(line, msgspec.json)))
     return out
 
 
@@ -80,6 +98,8 @@ def msgpack_alone(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> list[Any]:
             try:
                 out.append(decode(data[body:stop]))
             except (msgspec.DecodeError, RecursionError) as exc:
-                out.append(BadEvent(index, None, _describe(exc, "msgpack")))
+                error = _describe(exc, "msgpack")
+                job_id = _job_id(data[body:stop], msgspec.msgpack)
+                out.append(BadEvent(index, None, error, job_id))
         pos = stop
     return out

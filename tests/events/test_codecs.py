@@ -220,6 +220,60 @@ def test_to_decision_prefixes_where() -> None:
     assert BadEvent(4, None, "boom").to_decision() == EventRejected(
         index=4, line=None, error="event 4: boom"
     )
+    assert BadEvent(4, 7, "boom", "j1").to_decision() == EventRejected(
+        index=4, line=7, error="line 7: boom", job_id="j1"
+    )
+
+
+BAD_ITEMS_AND_THE_JOB_THEY_NAME = [
+    # A job event malformed elsewhere names its job.
+    ({"type": "job_submitted", "job_id": "j7", "user": "u", "min_tasks": 0}, "j7"),
+    ({"type": "job_submitted", "job_id": "j8", "user": "u", "resreq": "x" * 70_000}, "j8"),
+    ({"type": "job_submitted", "job_id": "j9", "user": "u", "priority": 2**40}, "j9"),
+    ({"type": "job_submitted", "job_id": "j10", "max_tasks": "2"}, "j10"),
+    # Not a job event, or no valid job id: nothing named.
+    ({"type": "worker_up", "name": "h", "slots": -1, "job_id": "j11"}, None),
+    ({"type": "job_submitted", "job_id": 5, "user": "u"}, None),
+    ({"type": "job_submitted", "job_id": "", "user": "u"}, None),
+    ({"type": "job_submitted", "job_id": "j" * 5000, "user": "u"}, None),
+    ({"type": ["job_submitted"], "job_id": "j12"}, None),
+    ({"job_id": "j13"}, None),
+    ([1, 2, 3], None),
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("item", "job_id"), BAD_ITEMS_AND_THE_JOB_THEY_NAME)
+def test_a_bad_job_event_names_its_job(fmt: EventFormat, item: Any, job_id: str | None) -> None:
+    # A controller learns which submission failed without matching indexes.
+    module = msgspec.json if fmt == "ndjson" else msgspec.msgpack
+    good = module.encode(JobFinished(job_id="ok"))
+    bad = module.encode(item)
+    if fmt == "ndjson":
+        data = good + b"\n" + bad + b"\n" + good + b"\n"
+    else:
+        data = frame(good) + frame(bad) + frame(good)
+    out = decode_all(EventDecoder(fmt), [data])
+    assert out[0] == out[2] == JobFinished(job_id="ok")
+    assert isinstance(out[1], BadEvent)
+    assert out[1].job_id == job_id
+    assert out[1].to_decision().job_id == (msgspec.UNSET if job_id is None else job_id)
+
+
+def test_a_rejection_naming_no_job_encodes_as_before() -> None:
+    # Without a job the field is left out: the wire form of every other
+    # rejection is what it always was.
+    encoded = msgspec.json.encode(EventRejected(index=3, error="boom"))
+    assert encoded == b'{"type":"event_rejected","index":3,"error":"boom","line":null}'
+    named = msgspec.json.encode(EventRejected(index=3, error="boom", job_id="j"))
+    assert named.endswith(b',"job_id":"j"}')
+
+
+def test_malformed_json_names_no_job() -> None:
+    data = b'{"type":"job_submitted","job_id":"j1",\n'
+    (bad,) = decode_all(EventDecoder(), [data])
+    assert isinstance(bad, BadEvent)
+    assert bad.job_id is None
 
 
 # ------------------------------------------------------------------ msgpack bad input

@@ -178,7 +178,9 @@ class _ActiveRun:
 
     async def _apply(self, message: InputMessage, item: InputEvent | BadEvent) -> None:
         if isinstance(item, BadEvent):
-            item = BadEvent(self._events, None, f"message {message.seq}: {item.error}")
+            item = BadEvent(
+                self._events, None, f"message {message.seq}: {item.error}", item.job_id
+            )
         self._seq = message.seq
         self._ordinal = 0
         self._clock.time = message.time

@@ -221,6 +221,8 @@ class PayloadDecoder:
         for position, error in refused:
             items[position] = BadEvent(index=position, line=None, error=error)
         return [
-            BadEvent(index=i, line=None, error=item.error) if isinstance(item, BadEvent) else item
+            BadEvent(index=i, line=None, error=item.error, job_id=item.job_id)
+            if isinstance(item, BadEvent)
+            else item
             for i, item in enumerate(items)
         ]

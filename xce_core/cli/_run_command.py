@@ -148,6 +148,9 @@ def _field_summary(cls: type[msgspec.Struct]) -> str:
             parts.append(field.encode_name)
             continue
         default = field.default_factory() if field.default is msgspec.NODEFAULT else field.default
+        if default is msgspec.UNSET:  # left out of the encoding unless set
+            parts.append(f"[{field.encode_name}]")
+            continue
         parts.append(f"{field.encode_name}={msgspec.json.encode(default).decode()}")
     return ", ".join(parts) or "(no fields)"
 

@@ -35,7 +35,6 @@ however it is chunked.
 
 from __future__ import annotations
 
-import secrets
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, Union, final
@@ -144,6 +143,10 @@ def _describe(exc: Exception, malformed_prefix: str, what: str) -> str:
 
 
 def _new_marker() -> str:
+    # Imported here: secrets (hashlib, hmac, random) is about 5 ms of every
+    # command's start-up, and only a decoder needs it.
+    import secrets
+
     # 96 random bits; short, because every item of a batch carries one.
     return secrets.token_urlsafe(12)
 

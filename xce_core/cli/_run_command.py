@@ -183,7 +183,8 @@ after every session and every input chunk; with --reply, the decisions a
 connection's events caused also go back to it.
 
 A malformed event becomes an event_rejected decision (index, line, error with
-the field path) and is skipped; --strict stops there with status 2.
+the field path, and job_id when it is a job event whose job_id could be read)
+and is skipped; --strict stops there with status 2.
 
 With --state-dir DIR, snapshots of the whole scheduler state are written
 there atomically (every --snapshot-every N events or --snapshot-interval S

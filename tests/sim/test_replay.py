@@ -9,6 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from events import FairshareConfig, ShareTree
 from xce_core import FairshareParams, SchedulerConfig
 from xce_core.sim._cluster import (
     ClusterSpec,
@@ -277,6 +278,38 @@ async def test_under_fairshare_an_end_is_charged_at_its_own_instant(picker: str)
     first, second = ("4", "3") if picker == "fairshare" else ("3", "4")
     assert starts(result.jobs)[first] == 1000.0
     assert starts(result.jobs)[second] == 1010.0
+
+
+@pytest.mark.parametrize(
+    ("hosts", "t1", "end", "params"),
+    [
+        (2, 500, 1000, FairshareParams(recalc_interval=3600, run_job_factor=0.0)),
+        (32, 23, 20000, FairshareParams()),
+    ],
+)
+async def test_under_fairshare_equal_histories_tie_first_come_first_served(
+    hosts: int, t1: int, end: int, params: FairshareParams
+) -> None:
+    # u1 and u2 hold half the cluster each from t=0 to ``end``, but u1's usage
+    # is stepped once more (its first job ends at t1, its second starts then).
+    # Their usage is equal, so once it enters priorities they tie, and job 4
+    # (u2's, first in the trace) goes first. Unrounded, u1's usage came out 2
+    # units in the last place smaller and job 5 went first.
+    half = hosts // 2
+    later = (end + 3000) if hosts == 2 else end + 10
+    jobs = [
+        swf(1, 0, t1, half, user=1),
+        swf(2, 0, end, half, user=2),
+        swf(3, t1, end - t1, half, user=1),
+        swf(4, later, 100, hosts, user=2),
+        swf(5, later, 100, hosts, user=1),
+    ]
+    config = SchedulerConfig(picker="fairshare", fairshare=params)
+    cluster = ClusterSpec((HostGroup(count=hosts, slots=1),))
+    tree = FairshareConfig(tree=ShareTree(shares=[("u1", 1), ("u2", 1)]))
+    result = await simulate(jobs, cluster, config=config, setup=[tree])
+    assert starts(result.jobs)["4"] == later
+    assert starts(result.jobs)["5"] == later + 100
 
 
 @pytest.mark.parametrize("every_instant", [False, True])

@@ -12,12 +12,12 @@ time ``T`` at which it fits on projected capacity (running jobs ending by
 
 Holding every reservation that meets the interval at once is exact on one-slot
 hosts (a host busy at any moment of the interval is unusable for all of it)
-for the hosts reservations hold; a reservation holds the hosts the allocators
-pick on the projection (in host order), not a count, so a job a count-only
-model would backfill can be blocked by that choice (README, backfill)
 and may be later than necessary on hosts with several slots, where two
 reservations of one host at different times are counted together; it never
-delays an earlier reservation. A job that would fit only once jobs without a
+delays an earlier reservation. A reservation holds particular hosts (those the
+allocators pick on the projection, in host order), not a count, so a job that
+a count-only model would backfill can be blocked by that choice (README,
+backfill). A job that would fit only once jobs without a
 run limit end gets no finite reservation: it holds every host its selects can
 match, as under EASY. Reservations are worked out again every session; with
 exact run limits no job starts later than the first start it was given.

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import anyio
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
 from events import (
     Decision,
@@ -337,14 +337,17 @@ class SchedulerCore:
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
         except XceError as exc:
-            self._outbox.append(EventRejected(index=idx, error=str(exc), job_id=_named(event)))
+            # The job events name their job; the others leave job_id unset.
+            named = getattr(event, "job_id", UNSET)
+            self._outbox.append(EventRejected(index=idx, error=str(exc), job_id=named))
             return
         except Exception as exc:
             text = internal_error_text(exc)
             if isinstance(event, JobSubmitted):
                 self._fault(exc, JobRejected(job_id=event.job_id, error=text))
             else:
-                self._fault(exc, EventRejected(index=idx, error=text, job_id=_named(event)))
+                named = getattr(event, "job_id", UNSET)
+                self._fault(exc, EventRejected(index=idx, error=text, job_id=named))
             return
         self.changed = True
 
@@ -708,9 +711,3 @@ class SchedulerCore:
                         cached=cached,
                     )
                 )
-
-
-def _named(event: InputEvent) -> str | UnsetType:
-    """The job ``event`` names (the job events'), for its ``event_rejected``."""
-    job_id: str | None = getattr(event, "job_id", None)
-    return UNSET if job_id is None else job_id

@@ -32,6 +32,7 @@ def primary(
     same: tuple[str, ...] = (),
     affinity: str | None = None,
     count: int | None = None,
+    gtile: str | None = None,
 ) -> Primary:
     """A Primary; ``select`` is the expected *canonical* select text and ``order``
     is written as in order[] (``"-mem:ut"``)."""
@@ -44,6 +45,7 @@ def primary(
         same=same,
         affinity=affinity,
         count=count,
+        gtile=gtile,
     )
 
 
@@ -333,6 +335,60 @@ VALID: list[tuple[str, ResReq]] = [
     ("select[hname=host06-x12:cpu=1]", primary("hname=='host06-x12' && r1m<=1")),
     ("select[name=='a:b']", primary("name=='a:b'")),  # a quoted ':' is not legacy
     ("select[mem=100]", primary("mem==100")),  # without ':' the current syntax: '=' is '=='
+    # -- LSF 10.1 GPU options in -R (LSB_GPU_NEW_SYNTAX=extend): gtile in span[],
+    # gmodel/gmem/nvlink in rusage[] as constraints on ngpus_physical. Carried.
+    (
+        "span[gtile=!] rusage[ngpus_physical=2:gmodel=TeslaP100:gmem=1G:nvlink=yes]",
+        primary(
+            rusage=usage(
+                [
+                    T(
+                        "ngpus_physical",
+                        2,
+                        gpu=(("gmodel", "TeslaP100"), ("gmem", "1024"), ("nvlink", "yes")),
+                    )
+                ]
+            ),
+            gtile="!",
+        ),
+    ),
+    ("span[gtile='!']", primary(gtile="!")),
+    ("span[ptile=2:gtile=1]", primary(span=Span(ptile=2), gtile="1")),
+    ("span[gtile=2, hosts=1]", primary(span=Span(hosts=1), gtile="2")),
+    (
+        # The options go with the GPU term; duration with every term before it.
+        "rusage[mem=100:ngpus_physical=4:gmodel=TeslaV100-SXM2-32GB:duration=10]",
+        primary(
+            rusage=usage(
+                [
+                    T("mem", 100, 10),
+                    T("ngpus_physical", 4, 10, gpu=(("gmodel", "TeslaV100-SXM2-32GB"),)),
+                ]
+            )
+        ),
+    ),
+    (
+        "rusage[ngpus_physical=1:nvlink=yes:gmodel=A100 || ngpus_physical=2]",
+        primary(
+            rusage=usage(
+                [T("ngpus_physical", 1, gpu=(("gmodel", "A100"), ("nvlink", "yes")))],
+                [T("ngpus_physical", 2)],
+            )
+        ),
+    ),
+    (
+        "1*{span[gtile=1] rusage[ngpus_physical=2:gmodel=TeslaP100]} + {rusage[mem=10]}",
+        Compound(
+            (
+                primary(
+                    rusage=usage([T("ngpus_physical", 2, gpu=(("gmodel", "TeslaP100"),))]),
+                    gtile="1",
+                    count=1,
+                ),
+                primary(rusage=usage([T("mem", 10)])),
+            )
+        ),
+    ),
     # -- ptile values per type or model with same[] (issue #9): see INVALID below.
     (
         "same[model:type] span[ptile=LINUX:2,SGI:4]",
@@ -366,7 +422,7 @@ INVALID: list[tuple[str, int, str]] = [
     ("order[mem:]", 10, "expected a resource name in order[]"),
     ("same[]", 5, "expected a resource name in same[]"),
     ("affinity[ ]", 10, "expected an affinity description"),
-    ("span[]", 5, "expected hosts=, ptile=, block= or stripe in span[]"),
+    ("span[]", 5, "expected hosts=, ptile=, block=, stripe or gtile= in span[]"),
     ("span[block=0]", 11, "expected a positive integer for block"),
     ("span[stripe=0]", 12, "expected a positive integer for stripe"),
     ("span[block=4:ptile=2]", 13, "span[] takes one option, not both block and ptile"),
@@ -411,6 +467,17 @@ INVALID: list[tuple[str, int, str]] = [
     ("rusage[mem=1:hname=1]", 13, "'hname' is a host's string attribute"),
     ("span[hosts=64]", 11, "span[hosts=64] is not supported"),
     ("span[foo=1]", 5, "unknown span option 'foo'"),
+    ("span[gtile=0]", 11, "expected a positive integer for gtile"),
+    ("span[gtile=x]", 11, "expected gtile=N (a positive integer) or gtile='!'"),
+    ("span[gtile=1:gtile=2]", 13, "duplicate span option 'gtile'"),
+    ("span[ptile=2 gtile=1]", 13, "expected ':' before gtile"),
+    ("span[gtile=1 ptile=2]", 13, "expected ':' or ']' after gtile"),
+    ("span[gtile=1:ptile=2:hosts=1]", 21, "span[] takes one option, not both ptile and hosts"),
+    ("rusage[mem=100:gmodel=X]", 15, "'gmodel' constrains ngpus_physical"),
+    ("rusage[ngpus_physical=1,gmem=4]", 24, "'gmem' constrains ngpus_physical"),
+    ("rusage[ngpus_physical=1:nvlink=no]", 31, "expected nvlink=yes"),
+    ("rusage[ngpus_physical=1:gmodel=X:gmodel=Y]", 33, "duplicate 'gmodel' for the same terms"),
+    ("rusage[ngpus_physical=1:gmodel=]", 31, "expected a GPU model or brand name"),
     ("span[hosts=1:ptile=2]", 13, "not both"),
     ("span[ptile=2:ptile=2]", 13, "duplicate span option 'ptile'"),
     ("same[type:type]", 10, "duplicate 'type' in same[]"),

@@ -140,6 +140,16 @@ def _multi_phase_terms(draw: st.DrawFn) -> RusageTerm:
     )
 
 
+# LSF's GPU constraints on an ngpus_physical term, in canonical order.
+_GPU_OPTIONS = st.fixed_dictionaries(
+    {},
+    optional={
+        "gmodel": st.sampled_from(["TeslaP100", "TeslaV100-SXM2-32GB", "A100", "Tesla"]),
+        "gmem": st.sampled_from(["1024", "512.5", "0"]),
+        "nvlink": st.just("yes"),
+    },
+).map(lambda d: tuple((k, d[k]) for k in ("gmodel", "gmem", "nvlink") if k in d))
+
 rusage_alternatives = st.lists(
     st.builds(
         RusageTerm,
@@ -148,6 +158,14 @@ rusage_alternatives = st.lists(
         duration=st.none() | _RR_AMOUNT,
         decay=st.sampled_from([None, 0.0, 1.0]),
         per=st.sampled_from([None, "task", "host", "job"]),
+    )
+    | st.builds(
+        RusageTerm,
+        name=st.just("ngpus_physical"),
+        amount=_RR_AMOUNT,
+        duration=st.none() | _RR_AMOUNT,
+        per=st.sampled_from([None, "task", "host"]),
+        gpu=_GPU_OPTIONS,
     )
     | _multi_phase_terms(),
     min_size=1,
@@ -205,6 +223,7 @@ def primaries(count: st.SearchStrategy[int] | None = None) -> st.SearchStrategy[
         | st.from_regex(r"[a-z]+(\([a-z0-9=,]+\))?(:[a-z]+=[a-z0-9]+)*", fullmatch=True),
         count=st.none() if count is None else count,
         cu=st.none() | st.from_regex(r"[a-z]+=[a-z0-9]+(:[a-z]+=[a-z0-9]+)*", fullmatch=True),
+        gtile=st.none() | st.sampled_from(["!", "1", "4"]),
     ).map(_lsf_consistent)
 
 
@@ -236,6 +255,7 @@ _FUZZ_SEEDS = st.sampled_from(
         "type==LINUX2.4 && (ncpus*2>=mem/1000 || !defined(gpu)) order[r15s:pg]",
         "mem=100:swp=20:-fs:- span[hosts=1] affinity[core(1)*[2]]",
         "select[-(a+b)*c/2<=-1e3 || name=='x:y'] cu[type=enclosure] span[block=4]",
+        "1*{span[gtile='!'] rusage[ngpus_physical=2:gmodel=TeslaP100:gmem=1G]} + {span[ptile=2]}",
     ]
 )
 _FUZZ_PIECES = st.sampled_from(

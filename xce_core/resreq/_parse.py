@@ -31,6 +31,11 @@ Grammar (whitespace is allowed between all pieces)::
   positive integer, ``'!'`` (each host's slot count, LSF's MXJ), and/or values
   for host types or models: ``span[ptile='!',HP:8,LINUX:2]``. Also
   ``span[block=B]`` and ``span[stripe]`` / ``span[stripe=M]`` (LSF 10.1).
+* LSF 10.1's GPU options (``LSB_GPU_NEW_SYNTAX=extend``): ``gtile=N`` or
+  ``gtile='!'`` in span[], alone or beside one other option
+  (``span[ptile=2:gtile=1]``); ``gmodel=NAME``, ``gmem=SIZE`` (stored in MB)
+  and ``nvlink=yes`` in rusage[] as options of the ``ngpus_physical`` term
+  written before them in the same ``,``-group. Carried, not acted on.
 * ``same[type:model]``: resource names. ``affinity[...]`` and ``cu[...]``
   (LSF compute units): kept as the stripped raw text, carried, not acted on;
   brackets inside affinity must balance.
@@ -251,6 +256,7 @@ class _Parser(SectionParser):
         same: tuple[str, ...] = ()
         affinity: str | None = None
         cu: str | None = None
+        gtile: str | None = None
         marks = NO_MARKS
         pos = self.skip(pos)
         if pos < self.end and text[pos] != closer and not _SECTION_HEAD.match(text, pos):
@@ -288,7 +294,7 @@ class _Parser(SectionParser):
             elif name == "rusage":
                 rusage = self.rusage(start, close)
             elif name == "span":
-                span, marks = self.span(start, close)
+                span, marks, gtile = self.span(start, close)
             elif name == "same":
                 same = self.same(start, close)
             elif name == "cu":
@@ -302,7 +308,7 @@ class _Parser(SectionParser):
             pos = self.skip(close + 1)
         if marks is not NO_MARKS:
             self.check_ptile_same(marks, same)
-        return Primary(select, order, rusage, span, same, affinity, count, cu, resort), pos
+        return Primary(select, order, rusage, span, same, affinity, count, cu, resort, gtile), pos
 
     def check_ptile_same(self, marks: SpanMarks, same: tuple[str, ...]) -> None:
         """LSF: per type/model ptile values need same[type] or same[model], and

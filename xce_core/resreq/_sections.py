@@ -18,6 +18,7 @@ from xce_core.resreq._lex import (
     NAME_RE,
     NUMBER_RE,
     UNIT_RE,
+    format_number,
     parse_number,
     shown,
     unit_factor,
@@ -31,6 +32,13 @@ __all__ = ["NO_MARKS", "SectionParser", "SpanMarks"]
 _PER: Final = re.compile(r"/\s*(task|host|job)\b")
 _INTEGER: Final = re.compile(r"-?[0-9]+(?![\w.])")
 _SPAN_OPTIONS: Final = ("hosts", "ptile", "block", "stripe")
+# LSF 10.1's GPU options (LSB_GPU_NEW_SYNTAX=extend): gtile in span[], the
+# others in rusage[] as constraints on ngpus_physical.
+_GTILE_AT: Final = re.compile(r"(?<![\w'\"])gtile\b")
+_GTILE: Final = re.compile(r"gtile\s*=\s*(?:'!'|\"!\"|!|([0-9]+)(?![\w.]))")
+_GPU_OPTIONS: Final = ("gmodel", "gmem", "nvlink")
+_GPU_TERM: Final = "ngpus_physical"
+_GMODEL: Final = re.compile(r"[A-Za-z0-9_][\w.#+-]*")
 _ITEM: Final = re.compile(r"[^\s)]+")  # one phase value inside ( )
 _PTILE_MAX: Final = re.compile(r"'!'|\"!\"|!")
 _MINUTES_PER_UNIT: Final = {"s": 1 / 60, "m": 1.0, "h": 60.0}
@@ -176,6 +184,23 @@ class SectionParser:
                             terms[index] = replace(term, duration=value)
                         else:
                             terms[index] = replace(term, decay=value)
+            elif name in _GPU_OPTIONS:
+                # LSF's constraints on the GPUs of the run's ngpus_physical term.
+                gpu = next((i for i in run if terms[i].name == _GPU_TERM), None)
+                if gpu is None:
+                    self.fail(
+                        f"{shown(name)} constrains {_GPU_TERM}: write it after"
+                        f" {_GPU_TERM}=N in the same terms",
+                        column,
+                    )
+                if name in options:
+                    self.fail(f"duplicate {shown(name)} for the same terms", column)
+                options.add(name)
+                option, pos = self.gpu_option(name, pos, end)
+                given = dict(terms[gpu].gpu)
+                given[name] = option
+                ordered = tuple((key, given[key]) for key in _GPU_OPTIONS if key in given)
+                terms[gpu] = replace(terms[gpu], gpu=ordered)
             else:
                 name = ALIASES.get(name, name)  # rusage[swap=100] reserves swp
                 if name in STRING_BUILTINS:
@@ -214,6 +239,21 @@ class SectionParser:
             elif text[pos] != ":":
                 self.fail("expected ':', ',', '||' or ']' in rusage[]", pos)
             pos += 1
+
+    def gpu_option(self, name: str, pos: int, end: int) -> tuple[str, int]:
+        """The value of ``gmodel=`` (a model or brand name, as written: LSF's
+        ``TeslaV100-SXM2-32GB``), ``gmem=`` (a size, canonical in MB) or
+        ``nvlink=`` (``yes``)."""
+        if name == "gmem":
+            amount, after = self.amount(name, pos, end)
+            return format_number(amount), after
+        match = _GMODEL.match(self.text, pos, end)
+        if name == "nvlink":
+            if match is None or match.group() != "yes":
+                self.fail("expected nvlink=yes", pos)
+        elif match is None:
+            self.fail("expected a GPU model or brand name for gmodel", pos)
+        return match.group(), match.end()
 
     def amount(self, name: str, pos: int, end: int) -> tuple[float, int]:
         """A non-negative amount, with an optional size unit (``4GB``: in MB)."""
@@ -288,15 +328,21 @@ class SectionParser:
             self.fail("expected decay=0 or decay=1", pos)
         return value, after
 
-    def span(self, start: int, end: int) -> tuple[Span, SpanMarks]:
-        """The span and, for a ptile, where ``'!'`` and type/model values are."""
+    def span(self, start: int, end: int) -> tuple[Span | None, SpanMarks, str | None]:
+        """The span (``None`` for ``span[gtile=...]`` alone), for a ptile where
+        ``'!'`` and type/model values are, and the gtile (``"!"``, a number as
+        text, or ``None``)."""
+        gtile, start, end = self.gtile(start, end)
+        if gtile is not None and self.skip(start, end) == end:
+            return None, NO_MARKS, gtile
         marks = NO_MARKS
         pos = self.skip(start, end)
         column = pos
-        name, pos = self.name(pos, end, "hosts=, ptile=, block= or stripe in span[]")
+        name, pos = self.name(pos, end, "hosts=, ptile=, block=, stripe or gtile= in span[]")
         if name not in _SPAN_OPTIONS:
             self.fail(
-                f"unknown span option {shown(name)}; expected hosts, ptile, block or stripe",
+                f"unknown span option {shown(name)}; expected hosts, ptile, block, stripe"
+                " or gtile",
                 column,
             )
         pos = self.skip(pos, end)
@@ -340,7 +386,48 @@ class SectionParser:
                         f"span[] takes one option, not both {name} and {other.group()}", again
                     )
             self.fail("expected ']' to end span[]", pos)
-        return span, marks
+        return span, marks, gtile
+
+    def gtile(self, start: int, end: int) -> tuple[str | None, int, int]:
+        """LSF's ``gtile=N`` / ``gtile='!'`` (GPUs per socket) in span[], alone or
+        beside one other option (``span[ptile=2:gtile=1]``, either order): its
+        value (``"!"`` or the number) and the range left for the other option."""
+        text = self.text
+        found = _GTILE_AT.search(text, start, end)
+        if found is None:
+            return None, start, end
+        at = found.start()
+        match = _GTILE.match(text, at, end)
+        if match is None:
+            value_at = self.skip(found.end(), end)
+            if text.startswith("=", value_at, end):
+                value_at = self.skip(value_at + 1, end)
+            self.fail("expected gtile=N (a positive integer) or gtile='!'", value_at)
+        value = "!"
+        number = _INTEGER.match(text, match.start(1), end) if match.group(1) else None
+        if number is not None:
+            count = self.integer(number, "gtile")
+            if count < 1:
+                self.fail("expected a positive integer for gtile", match.start(1))
+            value = str(count)
+        after = self.skip(match.end(), end)
+        again = _GTILE_AT.search(text, after, end)
+        if again is not None:
+            self.fail("duplicate span option 'gtile'", again.start())
+        before = at
+        while before > start and text[before - 1].isspace():
+            before -= 1
+        if before > start:  # span[ptile=2:gtile=1]
+            if text[before - 1] not in ":,":
+                self.fail("expected ':' before gtile in span[]", at)
+            if after < end:
+                self.fail("expected ']' to end span[]", after)
+            return value, start, before - 1
+        if after == end:  # span[gtile=1]
+            return value, end, end
+        if text[after] not in ":,":
+            self.fail("expected ':' or ']' after gtile in span[]", after)
+        return value, after + 1, end
 
     def ptile(self, pos: int, end: int) -> tuple[Span, SpanMarks, int]:
         """``ptile=`` values: ``P``, ``'!'``, and ``type_or_model:P`` items, comma

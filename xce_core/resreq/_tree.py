@@ -78,6 +78,10 @@ class RusageTerm:
     per job. ``per`` records LSF's explicit reservation method: ``"task"``,
     ``"host"`` (once on every host of the allocation) or ``"job"`` (once for the
     whole job). ``duration`` (minutes) and ``decay`` are carried, not yet acted on.
+    ``gpu`` holds LSF's GPU constraints on an ``ngpus_physical`` term
+    (``ngpus_physical=2:gmodel=TeslaV100:gmem=4096:nvlink=yes``) as
+    ``(option, value)`` pairs in the order ``gmodel``, ``gmem`` (MB), ``nvlink``:
+    carried, not acted on.
 
     A multi-phase reservation (LSF: ``mem=(500 300 200):duration=(20 30):decay=(1 0)``)
     keeps every phase's amount in ``phases``, non-increasing, and the per-phase
@@ -93,6 +97,7 @@ class RusageTerm:
     phases: tuple[float, ...] = ()
     durations: tuple[float, ...] = ()
     decays: tuple[float, ...] = ()
+    gpu: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,9 @@ class Primary:
     # order[!...]: LSF re-sorts the candidates before each job; carried (xce
     # sorts once per session, as LSF does without '!').
     order_resort: bool = False
+    # span[gtile=N] / span[gtile='!'] (LSF 10.1 GPUs per socket, ``"!"`` or the
+    # number as text): carried, not acted on (xce models no sockets).
+    gtile: str | None = None
 
     def __str__(self) -> str:
         return format_resreq(self)
@@ -225,8 +233,11 @@ def _format_primary(primary: Primary) -> str:
         sections.append(f"order[{'!' if primary.order_resort else ''}{keys}]")
     if primary.rusage:
         sections.append("rusage[" + "||".join(map(_format_rusage, primary.rusage)) + "]")
-    if primary.span is not None:
-        sections.append(f"span[{_format_span(primary.span)}]")
+    if primary.span is not None or primary.gtile is not None:
+        options = [] if primary.span is None else [_format_span(primary.span)]
+        if primary.gtile is not None:
+            options.append("gtile=" + ("'!'" if primary.gtile == "!" else primary.gtile))
+        sections.append("span[" + ":".join(options) + "]")
     if primary.same:
         sections.append("same[" + ":".join(primary.same) + "]")
     if primary.affinity is not None:
@@ -250,10 +261,13 @@ def _format_span(span: Span) -> str:
 
 def _format_rusage(terms: tuple[RusageTerm, ...]) -> str:
     runs = []
-    for (duration, decay, durations, decays), run in groupby(
-        terms, key=lambda term: (term.duration, term.decay, term.durations, term.decays)
+    for (duration, decay, durations, decays, gpu), run in groupby(
+        terms,
+        key=lambda term: (term.duration, term.decay, term.durations, term.decays, term.gpu),
     ):
         text = ":".join(map(_format_term, run))
+        for option, value in gpu:
+            text += f":{option}={value}"
         if duration is not None:
             text += f":duration={format_number(duration)}"
         if durations:

@@ -200,8 +200,11 @@ class Planner:
 
     def _remember(self, res: Reservation) -> None:
         """``res`` is the last finite reservation, checked on the workers as
-        they are now."""
+        they are now, after the capacity given back so far. (Recorded with the
+        reservation, not when a search starts: a search for another job that
+        finds no reservation must not make a stale one look current.)"""
         self._last = res
+        self._last_releases = self._state.releases
         self._last_workers = self._state.worker_version
 
     async def fits(self, job: Job) -> tuple[list[Claim], dict[str, float]] | None:
@@ -239,7 +242,6 @@ class Planner:
             kept._hosts = last._hosts
             self._remember(kept)
             return kept
-        self._last_releases = state.releases
         ends = list(state.ends)  # (end, seq, job), by end
         times = sorted({max(end, now) for end, _, _ in ends})
         projection = Projection(state)

@@ -298,6 +298,35 @@ def test_a_job_that_can_never_start_is_no_head() -> None:
     assert not [d for d in out if isinstance(d, JobReserved)]
 
 
+def test_a_job_that_can_never_start_ahead_of_the_head_leaves_its_reservation_current() -> None:
+    # Two 16-slot hosts, every job on one host. "never" (17 tasks) fits no
+    # host, so "head" (15) is the head: reserved at 1000, the limit of "b". "b"
+    # ends early, at 300: the reservation moves to 520, when "c" ends. "late"
+    # (1 task until 808) would then take a slot of the head's host: it waits.
+    # (The search for "never", which found no reservation, once made the
+    # head's reservation from before "b" ended look current: "late" started at
+    # 350 and the head at 808.)
+    jobs = [
+        J("a", 0, 1, 3000),
+        J("b", 0, 7, 300, 1000),
+        J("x", 0, 8, 10),
+        J("full", 0, 16, 5000),
+        J("never", 1, 17, 10),
+        J("head", 1, 15, 10),
+        J("c", 20, 8, 500),
+        J("late", 350, 1, 458),
+    ]
+    starts, decisions = replay(jobs, 2, resreq="span[hosts=1]", slots=16)
+    assert starts["head"] == 520
+    assert starts["late"] >= 520
+    reserved = [d.start for d in decisions if isinstance(d, JobReserved) and d.job_id == "head"]
+    assert reserved == [1000, 520]
+    without, _ = replay(
+        [j for j in jobs if j.name != "never"], 2, resreq="span[hosts=1]", slots=16
+    )
+    assert starts == without
+
+
 def test_backfill_none_is_todays_behaviour() -> None:
     jobs = [J("a", 0, 3, 10), J("wide", 1, 4, 5), J("long", 2, 1, 20)]
     starts, _ = replay(jobs, 4, backfill="none")
@@ -358,6 +387,35 @@ def test_with_exact_limits_no_reserved_job_starts_after_its_reservation(
             promised.setdefault(d.job_id, d.start)
     for name, start in promised.items():
         assert starts[name] <= start
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace, st.lists(st.sampled_from(["", "span[hosts=1]"]), min_size=25, max_size=25))
+def test_under_easy_jobs_that_can_never_start_change_no_start(
+    rows: list[tuple[int, int, int, int, str]], shapes: list[str]
+) -> None:
+    # 3 hosts of 4 slots; run limits at or above the run times, so jobs end
+    # on time or early. A job of more than 4 tasks on one host can never
+    # start: it is no head and holds nothing back, so every other job starts
+    # when it would without it. A head's reservations only move earlier, and
+    # it starts by the last.
+    jobs = [
+        TJob(j.name, j.submit, j.size, j.run, max(j.run + over, 1.0))
+        for j, (_, _, _, over, _) in zip(to_jobs(rows), rows, strict=True)
+    ]
+    resreqs = {j.name: shapes[i] for i, j in enumerate(jobs)}
+    starts, decisions = replay(jobs, 3, resreq=resreqs, slots=4)
+    never = {j.name for j in jobs if j.size > 4 and resreqs[j.name]}
+    others = [j for j in jobs if j.name not in never]
+    without, _ = replay(others, 3, resreq=resreqs, slots=4)
+    assert starts == without
+    promised: dict[str, list[float]] = {}
+    for d in decisions:
+        if isinstance(d, JobReserved):
+            promised.setdefault(d.job_id, []).append(d.start)
+    for name, times in promised.items():
+        assert times == sorted(times, reverse=True), (name, times)
+        assert starts[name] <= times[-1], (name, starts[name], times)
 
 
 # ---------------------------------------------------------------- conservative

@@ -124,6 +124,16 @@ async def test_a_rejected_arrival_is_an_instant_for_slots_a_zero_second_job_free
     assert starts(result.jobs) == {"1": 0.0, "2": 4.0, "4": 9.0}
 
 
+async def test_a_job_with_no_size_is_no_instant() -> None:
+    # As above, but job 3 gives no size at all (fields 5 and 8 both -1): it is
+    # rejected, and its arrival is no instant, as AccaSim never reads such a
+    # line. Job 2 waits for the next one, job 4's arrival at t=9.
+    jobs = [swf(1, 0, 0, 2), swf(2, 0, 5, 1), swf(3, 4, 5, -1), swf(4, 9, 1, 2)]
+    result = await simulate(jobs, ClusterSpec((HostGroup(count=2, slots=1),)))
+    assert starts(result.jobs) == {"1": 0.0, "2": 9.0, "4": 14.0}
+    assert result.summary.rejected_by_reason == {"no_size": 1}
+
+
 async def test_finishes_while_nothing_waits_reach_the_core_before_the_next_session() -> None:
     # Jobs 1 and 2 end at t=3 and t=2 with nothing pending: those instants need
     # no session, and their finishes go with job 3's batch, which needs both hosts.

@@ -9,7 +9,8 @@ runs ONE scheduling session and books that instant's decisions. Every
 start + run time. Nothing ever sleeps. One session per instant: a job with run
 time 0 starts and finishes at the same instant, and its finish is applied after
 that instant's session, so its slots serve the next session, at the next
-instant something happens (a submit or an end); when nothing else would ever
+instant something happens (a submit, of a job the replay rejects too unless it
+has no size, or an end); when nothing else would ever
 happen while jobs wait, that session is one second later. This is AccaSim's
 rule (one dispatching pass per time point, jobs of length 0 released after it,
 and time moving on by one second when no time point is left), and with it
@@ -290,8 +291,9 @@ async def simulate(
             later = finishes[0][0]
         if retry:
             # Slots were freed after the last session while jobs wait: the next
-            # session is at the next arrival, a job the replay rejects included,
-            # or end, else a second later (AccaSim's time points, and its step).
+            # session is at the next arrival, a job the replay rejects included
+            # (but for one with no size), or end, else a second later (AccaSim's
+            # time points, and its step).
             at = bisect.bisect_right(refused, t)
             if at < len(refused) and refused[at] < later:
                 later = refused[at]
@@ -522,7 +524,8 @@ def _requests(
     """Add every job to ``outcomes`` (rejecting those the replay refuses); the
     trace indexes of the others in submit order, every job's task count and
     resource requirement (0 and ``""`` for a rejected one), and the submit
-    times of the rejected ones (those that have one), in order."""
+    times of the rejected ones that are instants (those that have a submit
+    time and a size), in order."""
     tasks = array("q")
     resreqs: list[str] = []
     accepted = array("q")
@@ -547,7 +550,9 @@ def _requests(
             outcomes.rejected(number, request)
             tasks.append(0)
             resreqs.append("")
-            if job.submit >= 0:
+            if job.submit >= 0 and request != "no_size":
+                # An instant, as in AccaSim, which loads such a job; a line
+                # with no size at all it never reads, so that is no instant.
                 refused.append(job.submit)
         else:
             accepted.append(number)

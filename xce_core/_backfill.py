@@ -81,6 +81,19 @@ class Reservation:
     # hosts() for the claims list it was computed from (the list, kept by
     # identity: a reservation kept across sessions shares its claims).
     _hosts: tuple[Claims, tuple[tuple[str, int], ...]] | None = None
+    # one_slot_hosts() for the claims list it was found for (by identity).
+    _one_slot: tuple[Claims, bool] | None = None
+
+    def one_slot_hosts(self) -> bool:
+        """Whether it holds slots of one-slot hosts alone: no consumable, no
+        licence (where holding it for longer than it runs changes nothing)."""
+        cached = self._one_slot
+        if cached is None or cached[0] is not self.claims:
+            alone = not self.shared and all(
+                w.slots == 1 and not need for w, _, need in self.claims
+            )
+            cached = self._one_slot = (self.claims, alone)
+        return cached[1]
 
     def runs_past(self, job: Job, now: float) -> bool:
         """Whether ``job``, started now, could still run at ``start``."""

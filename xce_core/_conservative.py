@@ -7,29 +7,36 @@ overlap in time; otherwise, while fewer than ``backfill_depth`` reservations
 exist, it gets the earliest start at which it fits alongside them: among the
 running jobs' estimated ends and the earlier reservations' ends, the first
 time ``T`` at which it fits on projected capacity (running jobs ending by
-``T`` released, every earlier reservation whose interval meets
-``[T, T + run_limit)`` held). So no job delays a reservation made before it.
+``T`` released, and what the earlier reservations whose intervals meet
+``[T, T + run_limit)`` hold). So no job delays a reservation made before it.
 
-Holding every reservation that meets the interval at once is exact on one-slot
-hosts (a host busy at any moment of the interval is unusable for all of it)
-and may be later than necessary on hosts with several slots, where two
-reservations of one host at different times are counted together; it never
-delays an earlier reservation. A reservation holds particular hosts (those the
+What the reservations hold beside a job is worked out moment by moment
+(:func:`_most_held`): on each host, and of each consumable and licence, the
+most they take at any one time of the job's run, net of the running jobs that
+end before them. So on hosts of any size a job is kept only from what is
+taken at some moment of its run: a reservation and a job that ends before it
+starts never count together. (On one-slot hosts holding every such
+reservation for the whole run is the same answer, and cheaper: a host held at
+any moment is unusable for all of it.) A reservation holds particular hosts (those the
 allocators pick on the projection, in host order), not a count, so a job that
 a count-only model would backfill can be blocked by that choice (README,
 backfill). A job that would fit only once jobs without a
 run limit end gets no finite reservation: it holds every host its selects can
-match, as under EASY. Reservations are worked out again every session; with
-exact run limits no job starts later than the first start it was given.
+match, as under EASY. Reservations are worked out again every session, in
+policy order; with exact run limits no job starts later than the first start
+it was given. When jobs end early an earlier job may take a place a later one
+was given, so that one can start later than its first reservation.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Mapping
 
 from xce_core._backfill import (
     Claim,
+    Claims,
     Planner,
     Projection,
     Reservation,
@@ -37,6 +44,7 @@ from xce_core._backfill import (
 )
 from xce_core._context import SchedContext
 from xce_core._model import Job, Worker
+from xce_core._state import ClusterState
 
 __all__ = ["ConservativePlan"]
 
@@ -76,14 +84,23 @@ class ConservativePlan:
         self, job: Job, now: float
     ) -> tuple[list[Claim], dict[str, float]] | None:
         """Claims for ``job`` starting now on capacity the reservations it would
-        overlap do not hold, or ``None``."""
+        overlap do not hold at any moment of its run, or ``None``.
+
+        Exact on hosts with several slots: what is held beside the job on each
+        host (and of each consumable and licence) is the most the reservations
+        take there at any one time, net of the running jobs that will have
+        ended by then (:func:`_most_held`). Holding every overlapping
+        reservation on top of every running job counted a job that ends before
+        a reservation starts together with it, and could refuse a job its own
+        reservation's start."""
         end = now + job.run_limit if job.run_limit is not None else math.inf
         state = self._planner.state
         projection = Projection(state)
         try:
-            for res in self.reservations:
-                if res.start < end:
-                    projection.apply(res.claims, res.shared, +1)
+            overlapping = [res for res in self.reservations if res.start < end]
+            if overlapping:
+                claims, shared = _most_held(state, overlapping, now, released_to=-math.inf)
+                projection.apply(claims, shared, +1)
             return await self._planner.fits(job)
         finally:
             projection.undo()
@@ -123,15 +140,14 @@ class ConservativePlan:
                 busy = sum(res.slots for res in held if res.start <= t)
                 if state.free_total - busy < job.min_tasks:
                     continue
-                if _free_beside(state.free_total, held) < job.min_tasks:
+                most, most_shared = _most_held(state, held, t, released_to=t) if held else ([], {})
+                if _free_beside(state.free_total, most) < job.min_tasks:
                     continue  # too few slots left beside them: no attempt needed
-                for res in held:
-                    projection.apply(res.claims, res.shared, +1)
+                projection.apply(most, most_shared, +1)
                 try:
                     claims = await planner.fits(job)
                 finally:
-                    for res in held:
-                        projection.apply(res.claims, res.shared, -1)
+                    projection.apply(most, most_shared, -1)
                 if claims is not None:
                     res = Reservation(job, t, claims[0], claims[1])
                     res.end = t + limit if limit is not None else math.inf
@@ -146,16 +162,88 @@ class ConservativePlan:
         return holder
 
 
-def _free_beside(free_total: int, held: list[Reservation]) -> int:
-    """Free slots left on the state as it stands if ``held`` took their
-    claims: exact, and without touching the state (a cheap test before an
-    attempt: this is most of what a deep conservative plan costs)."""
+def _most_held(
+    state: ClusterState, reservations: list[Reservation], at: float, *, released_to: float
+) -> tuple[list[Claim], dict[str, float]]:
+    """Beyond what is in use on ``state`` (live, or projected to ``at`` with the
+    running jobs ending by ``released_to`` released): the most
+    ``reservations`` hold at any one time from ``at`` on, per host (slots and
+    each consumable) and per licence, net of what the other running jobs give
+    back as they end (by their estimated ends; one past its end counts as
+    ending at ``at``). One sweep over the starts and ends: a reservation or a
+    running job ending at the moment another reservation starts is gone by
+    then. Never below zero (``at`` itself counts).
+
+    So a job fits beside the reservations for ``[at, at + run limit)`` exactly
+    when it fits on ``state`` with these claims taken, on hosts of any size: a
+    reservation and a job that ends before it starts never count together."""
+    if all(res.one_slot_hosts() for res in reservations):
+        # One-slot hosts, slots alone: a host held at any moment of the run is
+        # unusable for all of it, so every reservation's claims at once is the
+        # same answer, without the sweep (which made the conservative replay
+        # of the generated load-0.9 trace of README's Benchmarks 2.5x slower).
+        return [claim for res in reservations for claim in res.claims], {}
+    events: list[tuple[float, int, Claims, Mapping[str, float]]] = []
+    horizon = max(res.start for res in reservations)
+    for res in reservations:
+        events.append((max(res.start, at), 1, res.claims, res.shared))
+        if res.end <= horizon:
+            events.append((res.end, -1, res.claims, res.shared))
+    # The running jobs that end after ``released_to`` and by the last start.
+    ends = state.ends
+    first = 0 if released_to == -math.inf else bisect_right(ends, released_to, key=_end)
+    for end, _, running in ends.islice(first, bisect_right(ends, horizon, key=_end)):
+        events.append((max(end, at), -1, running.claims, running.shared_claims))
+    # At one time, what ends before what starts.
+    events.sort(key=lambda event: (event[0], event[1]))
+    # Keys: (worker, None) for slots, (worker, name) for a consumable, a
+    # licence's name.
+    level: dict[object, float] = {}
+    most: dict[object, float] = {}
+    for _, sign, claims, shared in events:
+        for worker, slots, need in claims:
+            key: object = (worker, None)
+            value = level[key] = level.get(key, 0.0) + sign * slots
+            if sign > 0 and value > most.get(key, 0.0):
+                most[key] = value
+            for name, amount in need:
+                key = (worker, name)
+                value = level[key] = level.get(key, 0.0) + sign * amount
+                if sign > 0 and value > most.get(key, 0.0):
+                    most[key] = value
+        for name, amount in shared.items():
+            value = level[name] = level.get(name, 0.0) + sign * amount
+            if sign > 0 and value > most.get(name, 0.0):
+                most[name] = value
+    slots_on: dict[Worker, int] = {}
+    amounts_on: dict[Worker, list[tuple[str, float]]] = {}
+    licences: dict[str, float] = {}
+    for key, value in most.items():
+        if isinstance(key, str):
+            licences[key] = value
+        else:
+            worker, name = key  # type: ignore[misc]
+            if name is None:
+                slots_on[worker] = int(value)
+            else:
+                amounts_on.setdefault(worker, []).append((name, value))
+    claims = [
+        (worker, slots_on.get(worker, 0), tuple(amounts_on.get(worker, ())))
+        for worker in slots_on.keys() | amounts_on.keys()
+    ]
+    return claims, licences
+
+
+def _free_beside(free_total: int, held: list[Claim]) -> int:
+    """Free slots left on the state as it stands if the ``held`` claims
+    (:func:`_most_held`) were taken: exact, and without touching the state (a
+    cheap test before an attempt: this is most of what a deep conservative
+    plan costs)."""
     if not held:
         return free_total
     taken: dict[Worker, int] = {}
-    for res in held:
-        for worker, slots, _ in res.claims:
-            taken[worker] = taken.get(worker, 0) + slots
+    for worker, slots, _ in held:
+        taken[worker] = taken.get(worker, 0) + slots
     lost = 0
     for worker, slots in taken.items():
         if worker.usable:

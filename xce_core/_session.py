@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from xce_core._cache import UnsatisfiableCache
 from xce_core._cursor import HostCursor
-from xce_core._model import SLOTS, Worker, shortfall
+from xce_core._model import SLOTS, Worker, shortfall, tasks_that_fit
 from xce_core._results import PendReason, Reason, Want
 from xce_core.resreq import OrderKey, Primary, SelectExpr, Span
 
@@ -515,12 +515,14 @@ class SessionScratch:
             return self.cluster_full(tasks)
         counts: Counter[str] = Counter()
         fitting = 0
+        room = 0  # tasks the hosts that could take one could take together
         for w in cset.workers:
             # The slot clause inline first, as in HostCursor.scan: most hosts of a
             # busy cluster are full, and a call per host is about 2% of B1.
             lacks = SLOTS if w.slots - w.used_slots < 1 else shortfall(w, 1, want)
             if lacks is None:
                 fitting += 1
+                room += tasks_that_fit(w, want)
             else:
                 counts["not enough slots" if lacks == SLOTS else lacks] += 1
         resource_short = sum(n for what, n in counts.items() if what != "not enough slots")
@@ -533,8 +535,17 @@ class SessionScratch:
         parts = [f"{_hosts(n)}: {what}" for what, n in counts.most_common()]
         if full:
             parts.append(f"{_hosts(full)}: no free slot")
-        if fitting:
-            parts.append(f"{_hosts(fitting)}: could take a task, too few together for {tasks}")
+        if fitting and room < tasks:
+            parts.append(
+                f"{_hosts(fitting)}: room for {_tasks(room)} together, too few for {tasks}"
+            )
+        elif fitting:
+            # Room enough, but not in a shape the allocator tries (parjob's
+            # balanced splits: 4 tasks on hosts with 3 and 1 free), or span[].
+            parts.append(
+                f"{_hosts(fitting)}: room for {_tasks(room)} together, but in no split"
+                f" the allocator tries for {tasks}"
+            )
         if unmatched:
             parts.append(f"{_hosts(unmatched)}: select not satisfied")
         return PendReason(category, "; ".join(parts))

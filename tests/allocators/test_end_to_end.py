@@ -19,6 +19,25 @@ async def test_parallel_prefers_fewest_hosts() -> None:
     assert allocations(out) == {"p": [("b", 6)]}
 
 
+async def test_an_uneven_split_is_left_to_parjob_pack_and_the_reason_says_so() -> None:
+    # Hosts of 3 and 1 free slots hold 4 tasks, but parjob tries balanced
+    # splits only (4, then 2+2, 2+1+1...): the job pends saying there is room,
+    # just not in a split parjob tries. parjob_pack takes the split the free
+    # capacity offers.
+    events = [up("a", 3), up("b", 1), submit("p", tasks=4), GO]
+    out = await process_events(events)
+    assert (pends(out)["p"].reason, pends(out)["p"].detail) == (
+        "not_enough_slots",
+        "2 hosts: room for 4 tasks together, but in no split the allocator tries for 4",
+    )
+    packed = await process_events(events, SchedulerConfig(parallel_allocator="parjob_pack"))
+    assert allocations(packed) == {"p": [("a", 3), ("b", 1)]}
+    events = [up("a", 2), up("b", 1), submit("p", tasks=4), GO]
+    assert pends(await process_events(events))["p"].detail == (
+        "4 tasks wanted, more than the 3 slots of all usable hosts together (3 free)"
+    )
+
+
 async def test_rusage_scales_with_bucket_slots() -> None:
     core = SchedulerCore()
     out = await process_events(

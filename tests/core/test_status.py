@@ -140,5 +140,5 @@ async def test_an_allocator_returning_bool_keeps_working() -> None:
     # False: the core explains from the hosts, as it always did.
     assert (refused["fits"].reason, refused["fits"].detail) == (
         "not_enough_slots",
-        "2 hosts: could take a task, too few together for 2",
+        "2 hosts: room for 2 tasks together, but in no split the allocator tries for 2",
     )

@@ -9,7 +9,8 @@ processor of the header's MaxProcs, else MaxNodes), or ``--hosts`` one-slot
 hosts; AccaSim gets the same as one group of one-core nodes. AccaSim's
 ``FirstInFirstOut`` is strict (when the first queued job cannot start, none
 behind it does), with its ``FirstFit`` allocator; xce runs ``--strict-fifo``.
-Both read the trace's allocated processors and run times.
+Both take a job's size from its requested processors (field 8), else its
+allocated ones (field 5), and run it for its run time.
 
 Prints the number of jobs whose start times differ (the first few of them),
 and every instant where AccaSim's own schedule holds more processors than the

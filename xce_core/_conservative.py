@@ -140,6 +140,8 @@ class ConservativePlan:
                 busy = sum(res.slots for res in held if res.start <= t)
                 if state.free_total - busy < job.min_tasks:
                     continue
+                if held and _fewest_free(state, held, t) < job.min_tasks:
+                    continue  # too few slots at some moment, whatever the hosts
                 most, most_shared = _most_held(state, held, t, released_to=t) if held else ([], {})
                 if _free_beside(state.free_total, most) < job.min_tasks:
                     continue  # too few slots left beside them: no attempt needed
@@ -183,8 +185,12 @@ def _most_held(
         # same answer, without the sweep (which made the conservative replay
         # of the generated load-0.9 trace of README's Benchmarks 2.5x slower).
         return [claim for res in reservations for claim in res.claims], {}
-    events: list[tuple[float, int, Claims, Mapping[str, float]]] = []
     horizon = max(res.start for res in reservations)
+    # Only the hosts and licences the reservations take can be held beside the
+    # job: a running job's end elsewhere changes nothing.
+    hosts = {worker for res in reservations for worker, _, _ in res.claims}
+    licensed = any(res.shared for res in reservations)
+    events: list[tuple[float, int, Claims, Mapping[str, float]]] = []
     for res in reservations:
         events.append((max(res.start, at), 1, res.claims, res.shared))
         if res.end <= horizon:
@@ -193,21 +199,23 @@ def _most_held(
     ends = state.ends
     first = 0 if released_to == -math.inf else bisect_right(ends, released_to, key=_end)
     for end, _, running in ends.islice(first, bisect_right(ends, horizon, key=_end)):
-        events.append((max(end, at), -1, running.claims, running.shared_claims))
+        touched = [claim for claim in running.claims if claim[0] in hosts]
+        shared = running.shared_claims if licensed else {}
+        if touched or shared:
+            events.append((max(end, at), -1, touched, shared))
     # At one time, what ends before what starts.
     events.sort(key=lambda event: (event[0], event[1]))
-    # Keys: (worker, None) for slots, (worker, name) for a consumable, a
-    # licence's name.
-    level: dict[object, float] = {}
-    most: dict[object, float] = {}
+    slots_level: dict[Worker, int] = {}
+    slots_most: dict[Worker, int] = {}
+    level: dict[tuple[Worker, str] | str, float] = {}  # consumables, licences
+    most: dict[tuple[Worker, str] | str, float] = {}
     for _, sign, claims, shared in events:
         for worker, slots, need in claims:
-            key: object = (worker, None)
-            value = level[key] = level.get(key, 0.0) + sign * slots
-            if sign > 0 and value > most.get(key, 0.0):
-                most[key] = value
+            held = slots_level[worker] = slots_level.get(worker, 0) + sign * slots
+            if sign > 0 and held > slots_most.get(worker, 0):
+                slots_most[worker] = held
             for name, amount in need:
-                key = (worker, name)
+                key: tuple[Worker, str] | str = (worker, name)
                 value = level[key] = level.get(key, 0.0) + sign * amount
                 if sign > 0 and value > most.get(key, 0.0):
                     most[key] = value
@@ -215,23 +223,45 @@ def _most_held(
             value = level[name] = level.get(name, 0.0) + sign * amount
             if sign > 0 and value > most.get(name, 0.0):
                 most[name] = value
-    slots_on: dict[Worker, int] = {}
     amounts_on: dict[Worker, list[tuple[str, float]]] = {}
     licences: dict[str, float] = {}
     for key, value in most.items():
         if isinstance(key, str):
             licences[key] = value
         else:
-            worker, name = key  # type: ignore[misc]
-            if name is None:
-                slots_on[worker] = int(value)
-            else:
-                amounts_on.setdefault(worker, []).append((name, value))
+            amounts_on.setdefault(key[0], []).append((key[1], value))
     claims = [
-        (worker, slots_on.get(worker, 0), tuple(amounts_on.get(worker, ())))
-        for worker in slots_on.keys() | amounts_on.keys()
+        (worker, slots_most.get(worker, 0), tuple(amounts_on.get(worker, ())))
+        for worker in slots_most.keys() | amounts_on.keys()
     ]
     return claims, licences
+
+
+def _fewest_free(state: ClusterState, reservations: list[Reservation], at: float) -> int:
+    """The fewest slots free at any one time from ``at`` (the state projected
+    to it) until the last of ``reservations`` starts, as they start and end and
+    the running jobs end: counts alone, no host (a bound of what
+    :func:`_most_held` leaves, found without a count per host; most candidate
+    times of a deep plan on hosts of several slots fail here)."""
+    horizon = max(res.start for res in reservations)
+    changes: list[tuple[float, int]] = []  # (time, slots taken); frees first
+    for res in reservations:
+        changes.append((max(res.start, at), res.slots))
+        if res.end <= horizon:
+            changes.append((res.end, -res.slots))
+    ends = state.ends
+    held = state.held
+    for end, _, running in ends.islice(
+        bisect_right(ends, at, key=_end), bisect_right(ends, horizon, key=_end)
+    ):
+        changes.append((end, -held[running]))
+    changes.sort()
+    free = fewest = state.free_total
+    for _, taken in changes:
+        free -= taken
+        if free < fewest:
+            fewest = free
+    return fewest
 
 
 def _free_beside(free_total: int, held: list[Claim]) -> int:

@@ -143,6 +143,8 @@ class Sleepers:
             if not worker.usable:
                 continue  # capacity no session can use
             for text, (select, members) in list(by_select.items()):
+                if text not in by_select:
+                    continue  # emptied: its groups woke through another select
                 if select is None or select.evaluate(worker.values):
                     del by_select[text]
                     for group in list(members.values()):

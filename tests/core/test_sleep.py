@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from events import (
     Decision,
+    EventRejected,
     InputEvent,
     JobAllocated,
     JobCancelled,
@@ -34,7 +35,15 @@ GO = SessionBegin()
 
 # Plain shapes (they sleep through commits) beside the fragile ones of the
 # invariant tests (rusage, order[], same[], compound parts, dynamic selects).
-SHAPES = [*RESREQS, "select[type==b]", "span[ptile=2]", "select[type==a] span[hosts=1]"]
+SHAPES = [
+    *RESREQS,
+    "select[type==b]",
+    "span[ptile=2]",
+    "select[type==a] span[hosts=1]",
+    # Plain alternatives: one group watching two selects.
+    "{select[type==a]} || {select[type==b]}",
+    "{} || {select[type==b]}",
+]
 
 ops = st.lists(ops_over(SHAPES, [f"w{i}" for i in range(5)], sessions=2), min_size=1, max_size=70)
 
@@ -113,6 +122,23 @@ async def test_a_blocked_group_sleeps_until_capacity_is_freed_on_a_host_it_can_u
     out = await run([JobFinished(job_id="ra"), GO], core)
     assert [d.job_id for d in out if isinstance(d, JobAllocated)] == ["wait0"]
     assert core.last_session.pended == 49
+
+
+async def test_a_group_watching_two_selects_wakes_once_through_either() -> None:
+    # "{} || {select[type==b]}" sleeps watching any host and type==b hosts.
+    # A finish on a type b host matches both: waking the group through the
+    # first emptied the second, which the same finish then looked up (an
+    # internal error that rejected the job_finished, found by a reference
+    # model of allocation).
+    core = SchedulerCore()
+    first = [up("h0", 2, type="b", model="m1"), submit("j1", tasks=2)]
+    first += [submit("j2", "{} || {select[type==b]}", tasks=3), submit("j3", "select[model==m1]")]
+    out = await run([*first, GO], core)
+    assert [d.job_id for d in out if isinstance(d, JobAllocated)] == ["j1"]
+    out = await run([JobFinished(job_id="j1"), GO], core)
+    assert not [d for d in out if isinstance(d, EventRejected)]
+    assert [d.job_id for d in out if isinstance(d, JobAllocated)] == ["j3"]
+    assert core._pending.sleeping_groups == 1  # j2 sleeps again: 3 tasks, 2 slots
 
 
 async def test_a_worker_going_down_wakes_sleepers_and_changes_their_category() -> None:

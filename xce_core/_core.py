@@ -348,6 +348,13 @@ class SchedulerCore:
             else:
                 named = getattr(event, "job_id", UNSET)
                 self._fault(exc, EventRejected(index=idx, error=text, job_id=named))
+            # The event may have been applied part of the way (a job ended in
+            # the state, its sleepers not told): nothing derived is trusted. Every
+            # sleeping group wakes and the order is built again, so the next
+            # session sees the state as it is.
+            self._pending.wake_all()
+            self._pending.broken()
+            self.changed = True
             return
         self.changed = True
 

@@ -14,6 +14,7 @@ from events import (
     Decision,
     EventRejected,
     JobCancelled,
+    JobFinished,
     JobPended,
     JobRejected,
     QueueConfig,
@@ -31,6 +32,7 @@ from xce_core import (
     open_scheduler,
     process_events,
 )
+from xce_core._sleep import Sleepers
 from xce_core._state import ClusterState
 from xce_core.plugin import (
     Allocator,
@@ -192,6 +194,32 @@ async def test_a_raising_state_method_rejects_only_its_event(
     )
     assert allocations(out) == {"j1": [("a", 1)], "j2": [("b", 1)]}
     assert [d for _, d in faults.seen] == [out[0]]
+
+
+async def test_an_event_that_raised_half_way_leaves_no_group_asleep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The finish is in the state when telling the sleepers raises: the event
+    # is rejected as an internal error, and every sleeping group wakes, so the
+    # job that waited for the freed host starts in the next session.
+    calls = 0
+    released = Sleepers.released
+
+    def broken(self: Sleepers, workers: Any) -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("released is broken")
+
+    core = SchedulerCore()
+    await process_events([up("a", 1), submit("j1"), submit("j2"), GO], core=core)
+    assert core._pending.sleeping_groups == 1  # j2's group: the one host is taken
+    monkeypatch.setattr(Sleepers, "released", broken)
+    out = await process_events([JobFinished(job_id="j1"), GO], core=core)
+    monkeypatch.setattr(Sleepers, "released", released)
+    assert calls == 1
+    assert isinstance(out[0], EventRejected)
+    assert "released is broken" in out[0].error
+    assert allocations(out) == {"j2": [("a", 1)]}
 
 
 async def test_a_job_whose_admission_raised_is_rejected_whole(

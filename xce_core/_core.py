@@ -127,6 +127,12 @@ class SchedulerCore:
         self._cluster_limits: list[Limit] = []
         self._queue_limits: dict[str, list[Limit]] = {}
         self._fifo = config.strict_fifo and config.backfill == "none"
+        # Strict FIFO: jobs submitted since the last complete session (the only
+        # ones that may never have been told a reason), and the job the current
+        # session stopped at. Jobs behind that one are not tried; those never
+        # told anything pend with ``fifo_order`` (_tell_behind).
+        self._untold: list[Job] = []
+        self._fifo_stop: Job | None = None
         self._fairshare = Fairshare(config.fairshare, self.registry, config.picker)
         self.state = ClusterState(
             OrderKeys(self.registry, config.picker), self._fairshare.account_of
@@ -239,6 +245,12 @@ class SchedulerCore:
         core.changed = counters.changed
         core._cluster_limits = counters.cluster_limits
         core._queue_limits = counters.queue_limits
+        if core._fifo:
+            core._untold = [
+                job
+                for job in core.state.jobs.values()
+                if job.state is PENDING and job.last_reason is None
+            ]
         return core
 
     def _parts(self) -> CoreParts:
@@ -383,6 +395,8 @@ class SchedulerCore:
             forget_partial_job(state, ev, pending)
             raise
         self._pending.submitted(job)
+        if self._fifo:
+            self._untold.append(job)
 
     def _configure_limits(
         self,
@@ -505,6 +519,8 @@ class SchedulerCore:
         return end
 
     def _end_session(self, stats: SessionStats, started: float, complete: bool) -> SessionEnd:
+        if self._fifo and complete:
+            self._tell_behind(stats)
         scratch = self.scratch
         self._pending.finish(complete, scratch.cache.entries, scratch.commits, scratch.failed_at)
         if self._backfill is not None:
@@ -521,6 +537,29 @@ class SchedulerCore:
         self.last_session = stats
         self._drain_deferred()
         return end
+
+    def _tell_behind(self, stats: SessionStats) -> None:
+        """Strict FIFO, a session that ran to its end: every job submitted since
+        the last such session that is still pending and was never told a reason
+        waits behind the job the session stopped at (it was not tried), and
+        pends with ``fifo_order`` naming that job. Costs the jobs submitted
+        since, not the queue. A job told before keeps its last category until
+        it is tried again (only a category change is sent)."""
+        untold, self._untold = self._untold, []
+        head, self._fifo_stop = self._fifo_stop, None
+        if head is None or not stats.stopped_by_fifo:
+            return  # every pending job was tried
+        reason = PendReason(
+            Reason.FIFO_ORDER,
+            f"strict FIFO: behind job {head.job_id}, which cannot start ({head.last_reason})",
+        )
+        behind = [
+            job
+            for job in untold
+            if job.state is PENDING and job.last_reason is None and job is not head
+        ]
+        if behind:
+            self._pend(0, behind, reason, stats, cached=False)
 
     async def _picker_task(self, send: BatchSink, stats: SessionStats) -> None:
         """The picker: queued groups' pending jobs in policy order, in batches
@@ -621,6 +660,7 @@ class SchedulerCore:
                     continue
             if self._fifo:
                 stats.stopped_by_fifo = True
+                self._fifo_stop = job
                 return False
         return True
 

@@ -50,6 +50,8 @@ class Reason:
     RESERVED_FOR_OTHER = "reserved_for_other"
     # A resource allocation limit that covers the job is full.
     LIMIT_REACHED = "limit_reached"
+    # Strict FIFO: the job was not tried, as a job before it cannot start.
+    FIFO_ORDER = "fifo_order"
 
 
 @dataclass(slots=True)

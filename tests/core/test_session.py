@@ -11,6 +11,7 @@ from events import (
     EventRejected,
     HostSlots,
     JobAllocated,
+    JobFinished,
     JobPended,
     QueueConfig,
     SessionEnd,
@@ -274,6 +275,46 @@ async def test_strict_fifo_stops_at_first_job_that_cannot_start(backlog: int) ->
     assert len(allocations(fifo)) == backlog
     assert "small" not in allocations(fifo)
     assert [e.pended for e in ends(fifo)] == [1]  # only "big" was covered
+
+
+@pytest.mark.parametrize("backlog", [0, 1000])  # inline session / picker+allocator tasks
+async def test_strict_fifo_jobs_behind_the_stop_pend_once_naming_it(backlog: int) -> None:
+    filler = [submit(f"f{i}", submit_time=-1.0) for i in range(backlog)]
+    events = [up("a", 2 + backlog), *filler, submit("big", tasks=3), submit("s1"), submit("s2")]
+    events += [GO, submit("s3"), GO, GO]
+    out = await process_events(events, SchedulerConfig(strict_fifo=True))
+    pended = [d for d in out if isinstance(d, JobPended)]
+    told = pends(out)
+    assert told["big"].reason == "not_enough_slots"
+    for name in ("s1", "s2", "s3"):
+        assert told[name].reason == "fifo_order"
+        assert told[name].detail == (
+            "strict FIFO: behind job big, which cannot start (not_enough_slots)"
+        )
+    # Each once: s1 and s2 in session 1, s3 (submitted after it) in session 2,
+    # nothing new in session 3; none of them is counted as tried.
+    behind = [(p.job_id, p.session) for p in pended if p.reason == "fifo_order"]
+    assert behind == [("s1", 1), ("s2", 1), ("s3", 2)]
+    assert [e.pended for e in ends(out)] == [1, 1, 1]
+
+
+async def test_a_strict_fifo_job_tried_at_last_gets_its_own_reason() -> None:
+    events = [up("a", 2), submit("r", tasks=2), submit("big", tasks=2), submit("c", "select[x]")]
+    events += [GO, JobFinished(job_id="r"), GO]
+    out = await process_events(events, SchedulerConfig(strict_fifo=True))
+    reasons = [(p.session, p.job_id, p.reason) for p in out if isinstance(p, JobPended)]
+    assert reasons == [
+        (1, "big", "not_enough_slots"),
+        (1, "c", "fifo_order"),
+        (2, "c", "no_matching_host"),  # big started: c was tried
+    ]
+
+
+async def test_without_strict_fifo_no_job_pends_for_fifo_order() -> None:
+    events = [up("a", 2), submit("big", tasks=3), submit("s1"), submit("s2"), GO]
+    out = await process_events(events)
+    assert "fifo_order" not in {p.reason for p in pends(out).values()}
+    assert allocations(out).keys() == {"s1", "s2"}
 
 
 @pytest.mark.parametrize("cache", [True, False])

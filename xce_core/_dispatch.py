@@ -363,17 +363,38 @@ class _Usage:
 
 
 def _same_said(primary: Primary, tasks: int, reason: PendReason) -> PendReason:
-    """``reason`` (explained over all the candidates) for a primary with
-    ``same[]``, which was tried group by group: says so, since the hosts may
-    hold the tasks together but no group of hosts alike does."""
-    if not primary.same or reason.category not in _CAPACITY:
+    """``reason`` (explained over all the candidates, one task per host at a
+    time) with what the primary's shape asks of the hosts, when that is what
+    the hosts could not give: ``same[]`` (tried group by group: the hosts may
+    hold the tasks together but no group of hosts alike does), ``span[hosts=1]``
+    and ``span[ptile=...]`` (tasks per host)."""
+    if reason.category not in _CAPACITY:
         return reason
-    names = ":".join(primary.same)
-    return PendReason(
-        reason.category,
-        f"{reason.detail}; same[{names}]: no set of hosts alike in {names} holds"
-        f" {tasks} task{'s' if tasks != 1 else ''}",
-    )
+    notes = []
+    span = primary.span
+    if span is not None and tasks > 1:
+        if span.hosts == 1:
+            notes.append(f"span[hosts=1]: no host holds {tasks} tasks")
+        elif span.ptile is not None and not span.varies:
+            hosts = -(-tasks // span.ptile)
+            if hosts > 1:
+                notes.append(
+                    f"span[ptile={span.ptile}]: {tasks} tasks go {span.ptile} to a host,"
+                    f" on {hosts} hosts"
+                )
+            else:
+                notes.append(f"span[ptile={span.ptile}]: no host holds {tasks} tasks")
+        elif span.ptile_max and not span.ptile_by:
+            notes.append("span[ptile='!']: each host taken whole (all its slots free)")
+    if primary.same:
+        names = ":".join(primary.same)
+        notes.append(
+            f"same[{names}]: no set of hosts alike in {names} holds"
+            f" {tasks} task{'s' if tasks != 1 else ''}"
+        )
+    if not notes:
+        return reason
+    return PendReason(reason.category, "; ".join([reason.detail, *notes]))
 
 
 _CAPACITY: Final = (Reason.NOT_ENOUGH_SLOTS, Reason.RESOURCE_UNAVAILABLE)

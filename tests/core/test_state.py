@@ -332,3 +332,32 @@ async def test_a_same_job_that_fits_only_across_unlike_hosts_says_same() -> None
     reason = pends(out)["same"]
     assert reason.reason == "not_enough_slots"
     assert reason.detail.endswith("; same[model]: no set of hosts alike in model holds 4 tasks")
+
+
+@pytest.mark.parametrize(
+    ("resreq", "slots", "said"),
+    [
+        ("span[hosts=1]", [2, 2], "span[hosts=1]: no host holds 4 tasks"),
+        ("span[ptile=3]", [2, 2], "span[ptile=3]: 4 tasks go 3 to a host, on 2 hosts"),
+        ("span[ptile=4]", [2, 2], "span[ptile=4]: no host holds 4 tasks"),
+        (
+            "span[ptile='!']",
+            [2, 2, 1],
+            "span[ptile='!']: each host taken whole (all its slots free)",
+        ),
+    ],
+)
+async def test_a_span_job_that_fits_only_in_another_shape_says_its_span(
+    resreq: str, slots: list[int], said: str
+) -> None:
+    # The free slots hold 4 tasks (without a span the job starts), but not in
+    # the shape the span asks for. With three hosts, one slot of h0 is taken
+    # first, so that no set of whole free hosts holds 4.
+    workers = [up(f"h{i}", n) for i, n in enumerate(slots)]
+    first = [submit("x")] if len(slots) == 3 else []
+    out = await process_events([*workers, *first, submit("span", resreq, 4), GO])
+    out += await process_events([*workers, *first, submit("plain", "", 4), GO])
+    assert "plain" in allocations(out)
+    reason = pends(out)["span"]
+    assert reason.reason == "not_enough_slots"
+    assert reason.detail.endswith("; " + said)

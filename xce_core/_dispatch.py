@@ -101,8 +101,10 @@ class Dispatcher:
 
     async def _compound(self, compound: Compound, ctx: SchedContext) -> bool:
         counts = part_counts(compound, ctx.job.max_tasks)
-        for part, count in zip(compound.parts, counts, strict=True):
+        for k, (part, count) in enumerate(zip(compound.parts, counts, strict=True)):
             if not await self._primary(part, count, count, ctx):
+                if k and ctx.journal:
+                    ctx.reason = _after_parts(ctx, part, k, len(counts), count)
                 return False
         return True
 
@@ -398,6 +400,26 @@ def _same_said(primary: Primary, tasks: int, reason: PendReason) -> PendReason:
 
 
 _CAPACITY: Final = (Reason.NOT_ENOUGH_SLOTS, Reason.RESOURCE_UNAVAILABLE)
+
+
+def _after_parts(ctx: SchedContext, part: Primary, k: int, parts: int, tasks: int) -> PendReason:
+    """The reason compound part ``k`` (0-based; ``tasks`` tasks) could not be
+    placed after the parts before it were, tentatively. Its own reason is
+    explained on committed capacity (and cached for its requirement alone), so
+    it may read as if the part fitted: a capacity reason is explained again on
+    top of the earlier parts' claims. Either way it says which part failed."""
+    reason = ctx.reason or PendReason(Reason.NOT_ENOUGH_SLOTS, "no plan fits")
+    prepared: _Prepared | None = ctx.session.memo.get(id(part))
+    if reason.category in _CAPACITY and prepared is not None:
+        want = prepared.options[0].first_want
+        again = ctx.session.explain_on(ctx, prepared.candidates, tasks, want, part.select)
+        reason = _same_said(part, tasks, again)
+    s = "s" if tasks != 1 else ""
+    before = "part 1" if k == 1 else f"parts 1-{k}"
+    return PendReason(
+        reason.category,
+        f"compound part {k + 1} of {parts} ({tasks} task{s}), after {before}: {reason.detail}",
+    )
 
 
 def _verdict(status: Status | bool) -> tuple[bool, PendReason | None]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from xce_core._cache import UnsatisfiableCache
 from xce_core._cursor import HostCursor
@@ -22,7 +22,16 @@ from xce_core.resreq import OrderKey, Primary, SelectExpr, Span
 if TYPE_CHECKING:
     from xce_core._state import ClusterState
 
-__all__ = ["CandidateSet", "Pacer", "SessionScratch"]
+__all__ = ["CandidateSet", "Claims", "Pacer", "SessionScratch"]
+
+
+class Claims(Protocol):
+    """An attempt's tentative claims as explanations read them
+    (:class:`~xce_core._context.SchedContext` is one)."""
+
+    def shortfall(self, worker: Worker, slots: int, want: Want) -> str | None: ...
+
+    def tasks_that_fit(self, worker: Worker, want: Want) -> int: ...
 
 
 class Pacer:
@@ -490,8 +499,25 @@ class SessionScratch:
             reason = self._explained[key] = self._explain(cset, tasks, want, select)
         return reason
 
+    def explain_on(
+        self,
+        claims: Claims,
+        cset: CandidateSet,
+        tasks: int,
+        want: Want,
+        select: SelectExpr | None,
+    ) -> PendReason:
+        """:meth:`explain` on top of an attempt's tentative ``claims`` (a
+        compound part after the parts before it); not memoised."""
+        return self._explain(cset, tasks, want, select, claims)
+
     def _explain(
-        self, cset: CandidateSet, tasks: int, want: Want, select: SelectExpr | None
+        self,
+        cset: CandidateSet,
+        tasks: int,
+        want: Want,
+        select: SelectExpr | None,
+        claims: Claims | None = None,
     ) -> PendReason:
         if self.usable_count == 0:
             return PendReason(Reason.NO_WORKERS, "no usable workers")
@@ -511,18 +537,22 @@ class SessionScratch:
                 Reason.NO_MATCHING_HOST,
                 f"{_hosts(unmatched + full)}: select not satisfied{self._undefined(select)}",
             )
-        if self.free_total < tasks:
+        if claims is None and self.free_total < tasks:
             return self.cluster_full(tasks)
         counts: Counter[str] = Counter()
         fitting = 0
         room = 0  # tasks the hosts that could take one could take together
+        fit = tasks_that_fit if claims is None else claims.tasks_that_fit
         for w in cset.workers:
             # The slot clause inline first, as in HostCursor.scan: most hosts of a
             # busy cluster are full, and a call per host is about 2% of B1.
-            lacks = SLOTS if w.slots - w.used_slots < 1 else shortfall(w, 1, want)
+            if claims is None:
+                lacks = SLOTS if w.slots - w.used_slots < 1 else shortfall(w, 1, want)
+            else:
+                lacks = claims.shortfall(w, 1, want)
             if lacks is None:
                 fitting += 1
-                room += tasks_that_fit(w, want)
+                room += fit(w, want)
             else:
                 counts["not enough slots" if lacks == SLOTS else lacks] += 1
         resource_short = sum(n for what, n in counts.items() if what != "not enough slots")

@@ -203,28 +203,36 @@ async def test_compound_allocates_all_parts_or_none() -> None:
     ("resreq", "reason", "detail"),
     [
         (
-            "1*{} + 1*{} + 1*{}",
+            "1*{select[type==a]} + 1*{select[type==a]} + 1*{select[type==a]}",
             "not_enough_slots",
-            "compound part 3 of 3 (1 task), after parts 1-2: 1 host: not enough slots",
+            "compound part 3 of 3 (1 task), after parts 1-2: 1 host: not enough slots;"
+            " 1 host: select not satisfied",
+        ),
+        (
+            "2*{} + 2*{}",
+            "not_enough_slots",
+            "4 tasks wanted, more than the 3 slots of all usable hosts together (3 free)",
         ),
         (
             "1*{rusage[mem=1]} + 1*{rusage[mem=1]}",
             "resource_unavailable",
-            "compound part 2 of 2 (1 task), after part 1: 1 host: mem",
+            "compound part 2 of 2 (1 task), after part 1: 2 hosts: mem",
         ),
         (
             "1*{} + 1*{select[type==b]}",
             "no_matching_host",
-            "compound part 2 of 2 (1 task), after part 1: 1 host: select not satisfied",
+            "compound part 2 of 2 (1 task), after part 1: 2 hosts: select not satisfied",
         ),
     ],
 )
 async def test_a_compound_part_that_fails_after_the_others_says_which_and_why(
     resreq: str, reason: str, detail: str
 ) -> None:
-    # One host of 2 slots and 1 mem: the earlier parts take what the failing
-    # part needed, which the committed capacity alone would not show.
-    out = await process_events([up("a", 2, {"mem": 1.0}, type="a"), submit("c", resreq), GO])
+    # 3 slots and 1 mem in all: the earlier parts take what the failing part
+    # needed, which the committed capacity alone would not show; parts that
+    # want more slots than the cluster has say so first.
+    workers = [up("a", 2, {"mem": 1.0}, type="a"), up("c", 1, type="c")]
+    out = await process_events([*workers, submit("c", resreq), GO])
     pended = pends(out)["c"]
     assert (pended.reason, pended.detail) == (reason, detail)
 

@@ -40,6 +40,8 @@ def _swf_token(name: str) -> st.SearchStrategy[str]:
     limit = swf_limit(name)
     if name in SWF_TIME_FIELDS | SWF_MEMORY_FIELDS:
         number = st.floats(min_value=-1, max_value=limit) | st.integers(-1, limit)
+        if name == "run_time":  # a run time above 0 is at least a microsecond
+            number = number.filter(lambda v: not 0 < v < 1e-6)
         return number.map(lambda v: repr(v) if isinstance(v, float) else str(v))
     integer = st.integers(-1, limit) | st.integers(-1, 1000)
     return st.one_of(

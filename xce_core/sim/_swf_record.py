@@ -23,10 +23,11 @@ negative value so) and a limit:
   integer a float holds exactly.
 
 ``inf``, ``nan`` and numbers too large for a float (``1e999``) are outside them.
-So every sum of times and every product of a size by a time stays finite: a
-replay's makespan and utilisation are always finite. :class:`SwfJob` enforces
-the limits on construction, whatever builds it; the reader reports a line that
-breaks them as malformed.
+A run time above 0 is at least ``MIN_RUN_TIME`` = 10**-6 s (a microsecond): a
+job's slowdown divides by it. So every sum of times, every product of a size by
+a time and every slowdown stays finite: a replay's figures are always finite.
+:class:`SwfJob` enforces the limits on construction, whatever builds it; the
+reader reports a line that breaks them as malformed.
 
 **Integer header keys** start with an integer (words after it are a free
 comment: ``128 (guess)``) or ``-1`` (not recorded): ``MaxProcs``, ``MaxNodes``
@@ -49,6 +50,7 @@ __all__ = [
     "MAX_INTEGER",
     "MAX_MEMORY_KB",
     "MAX_SECONDS",
+    "MIN_RUN_TIME",
     "SWF_FIELDS",
     "SwfJob",
     "field_limit",
@@ -57,6 +59,7 @@ __all__ = [
 ]
 
 MAX_SECONDS: Final = 10**10
+MIN_RUN_TIME: Final = 1e-6
 MAX_MEMORY_KB: Final = 2**40
 MAX_INTEGER: Final = 2**53 - 1
 
@@ -145,6 +148,8 @@ class SwfJob(msgspec.Struct, frozen=True, gc=False):
         # Both false for nan; one of them for inf and -inf.
         if not (all(map(operator.le, values, _FLOAT_LIMITS)) and min(values) >= -1):
             raise _value_error(values)
+        if 0 < self.run_time < MIN_RUN_TIME:
+            raise ValueError(_TOO_SHORT + repr(self.run_time))
 
     @property
     def size(self) -> int:
@@ -183,6 +188,9 @@ def _value_error(values: tuple[Any, ...]) -> ValueError:
     return ValueError("malformed record")  # pragma: no cover - every value was in range
 
 
+_TOO_SHORT: Final = f"field run_time must be 0 or at least {MIN_RUN_TIME:g} s: "
+
+
 def _show(token: str) -> str:
     """``token`` quoted for a one-line message, shortened when long."""
     if len(token) > _SHOWN:
@@ -200,6 +208,8 @@ def _field_error(tokens: list[str]) -> ValueError:
         problem = _problem(number, is_float, limit)
         if problem is not None:
             return ValueError(f"field {name} {problem}: {_show(token)}")
+        if name == "run_time" and 0 < number < MIN_RUN_TIME:
+            return ValueError(_TOO_SHORT + _show(token))
     return ValueError("malformed line")  # pragma: no cover - the fast path accepted it
 
 

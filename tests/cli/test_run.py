@@ -139,11 +139,23 @@ def test_missing_input_file_is_an_io_error(tmp_path: Path) -> None:
     assert result.stderr.decode().startswith("xce run: ")
 
 
-@pytest.mark.parametrize("args", [["--picker", "nope"], ["--listen", "http://x"], ["--once"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--picker", "nope"],
+        ["--listen", "http://x"],
+        ["--once"],
+        # NaN passes click's range checks (it compares false with any bound).
+        ["--interval", "nan"],
+        ["--listen", "tcp://127.0.0.1:0", "--idle-timeout", "nan"],
+        ["--state-dir", "sd", "--snapshot-interval", "NaN"],
+    ],
+)
 def test_usage_errors_exit_2(args: list[str]) -> None:
     result = run(*args)
     assert result.returncode == 2
     assert b"Error" in result.stderr
+    assert b"Traceback" not in result.stderr
 
 
 # --------------------------------------------------------------------------- hostile input

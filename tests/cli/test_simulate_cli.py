@@ -415,3 +415,15 @@ def test_help_states_the_limits() -> None:
     assert "--max-hosts" in text
     assert "never inf or nan" in text
     assert "A corrupt or truncated gzip file is always an error" in text
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        (simulate_command, [str(EXAMPLE), "--progress-interval", "nan"]),
+        (generate_trace_command, ["out.swf", "--load", "nan"]),
+    ],
+)
+def test_a_nan_option_value_is_a_usage_error(command: click.Command, args: list[str]) -> None:
+    # NaN compares false with every bound, so a range check alone lets it in.
+    assert "is not a number" in fails(*args, code=2, command=command)

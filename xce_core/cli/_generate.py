@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from xce_core.cli._outputs import check_output
+from xce_core.cli._types import FloatRange
 from xce_core.sim import (
     MAX_INTEGER,
     MAX_LOAD,
@@ -36,7 +37,7 @@ __all__ = ["generate_trace_command"]
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
     "--load",
-    type=click.FloatRange(min=MIN_LOAD, max=MAX_LOAD),
+    type=FloatRange(min=MIN_LOAD, max=MAX_LOAD),
     default=0.7,
     show_default=True,
     help="Offered load (work / (span x procs)).",

@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 
 import click
 
+from xce_core.cli._types import FloatRange
+
 __all__ = ["NATS_ONLY", "nats_options"]
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -30,7 +32,7 @@ NATS_ONLY = (
 
 def nats_options(command: F) -> F:
     """``--nats URL`` and the names and pacing of the JetStream service."""
-    seconds = click.FloatRange(min=0, min_open=True)
+    seconds = FloatRange(min=0, min_open=True)
     options: list[Callable[[Any], Any]] = [
         click.option(
             "--nats",

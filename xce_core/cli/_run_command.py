@@ -59,6 +59,7 @@ from xce_core.cli._run import (
     unknown_plugin,
 )
 from xce_core.cli._state_dir import SnapshotSchedule, StateDir
+from xce_core.cli._types import FloatRange
 from xce_core.runtime import run_async
 
 __all__ = ["EpochClock", "run_command"]
@@ -222,7 +223,7 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
 )
 @click.option(
     "--idle-timeout",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=300.0,
     metavar="S",
     show_default=True,
@@ -248,7 +249,7 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
 @click.option("--output-format", type=_FORMATS, help="Default: the input format.")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FloatRange(min=0, min_open=True),
     metavar="S",
     help="Also run a session every S seconds when something changed.",
 )
@@ -299,7 +300,7 @@ _FORMATS = click.Choice(["ndjson", "msgpack"])
 )
 @click.option(
     "--snapshot-interval",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FloatRange(min=0, min_open=True),
     default=60.0,
     metavar="S",
     show_default=True,

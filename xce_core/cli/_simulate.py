@@ -41,6 +41,7 @@ from xce_core.cli._outputs import SimOutputs
 from xce_core.cli._policy import policy_options, read_policy
 from xce_core.cli._progress import replay_progress
 from xce_core.cli._run import unknown_plugin
+from xce_core.cli._types import FloatRange
 from xce_core.runtime import run_async
 from xce_core.sim import (
     DEFAULT_MAX_HOSTS,
@@ -141,7 +142,7 @@ _log = logging.getLogger("xce.simulate")
 )
 @click.option(
     "--progress-interval",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=5.0,
     show_default=True,
     metavar="S",

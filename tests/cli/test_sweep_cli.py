@@ -4,6 +4,7 @@ bad input (one line, exit 2) and Ctrl-C (exit 130, finished runs cached)."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import signal
@@ -226,3 +227,24 @@ def test_parquet_table_holds_the_csv_rows(study: Path, tmp_path: Path) -> None:
     for got, want in zip(table, rows, strict=True):
         assert list(got) == list(want)
         assert {k: "" if v is None else str(v) for k, v in got.items()} == want
+
+
+def test_a_cluster_files_licences_and_queues_reach_the_runs(tmp_path: Path) -> None:
+    # As `xce simulate --cluster` replays them: every job needs the one licence.
+    write_trace(tmp_path / "a.swf", 1, jobs=40)
+    (tmp_path / "c.toml").write_text(
+        "[[group]]\ncount = 8\nslots = 2\n[licences]\nlic = 1\n"
+        '[[queue]]\nname = "q1"\npriority = 50\n'
+    )
+    (tmp_path / "study.toml").write_text(
+        'trace = ["a.swf"]\n[[cluster]]\nfile = "c.toml"\n[[policy]]\nresreq = "rusage[lic=1]"\n'
+    )
+    sweep(tmp_path / "study.toml", "-j", "1", "-o", tmp_path / "t.csv")
+    with (tmp_path / "t.csv").open() as table:
+        (row,) = csv.DictReader(table)
+    args = ["simulate", str(tmp_path / "a.swf"), "--json", "-q", "--resreq", "rusage[lic=1]"]
+    result = CliRunner().invoke(main, [*args, "--cluster", str(tmp_path / "c.toml")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert int(row["started"]) == summary["started"] > 0
+    assert float(row["makespan"]) == summary["makespan"]

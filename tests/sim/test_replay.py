@@ -215,6 +215,10 @@ def test_cluster_file(tmp_path: Path) -> None:
         ("[[group]]\ncount = 1\nslots = 1\ncolour = 3\n", "unknown field `colour`"),
         ("[[group]]\ncount = 1\nslots = 1\nresources = { mem = -1 }\n", "non-negative"),
         ("[[group]\n", "cannot read"),
+        (
+            '[[group]]\ncount = 1\nslots = 1\n[[queue]]\nname = "q"\npicker = "nosuch"\n',
+            "unknown picker 'nosuch' .* - at `\\$.queue\\[0\\].picker`",
+        ),
     ],
 )
 def test_bad_cluster_file(tmp_path: Path, text: str, message: str) -> None:

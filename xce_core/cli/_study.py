@@ -184,6 +184,8 @@ def _cluster(entry: ClusterEntry, study: Path, where: str) -> ClusterVariant:
         return ClusterVariant(
             name=entry.name or Path(entry.file).stem,
             groups=spec.groups,
+            licences=tuple(spec.licences.items()),
+            queues=spec.queues,
             file=entry.file,
             max_hosts=entry.max_hosts,
         )

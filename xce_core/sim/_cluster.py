@@ -45,7 +45,7 @@ import msgspec
 from msgspec import Meta
 
 from events import InputEvent, QueueConfig, SharedResource, WorkerUp
-from xce_core import XceError
+from xce_core import PluginError, XceError, default_registry
 from xce_core.sim._swf_record import SwfJob, header_int
 
 __all__ = [
@@ -304,6 +304,13 @@ def load_cluster(path: Path, *, max_hosts: int = DEFAULT_MAX_HOSTS) -> ClusterSp
     for i, name in enumerate(names):
         if name in names[:i]:
             raise SimulationError(f"{path}: queue {name!r} is declared twice - at `$.queue[{i}]`")
+    registry = default_registry()
+    for i, queue in enumerate(spec.queue):
+        if queue.picker is not None:
+            try:
+                registry.picker(queue.picker)
+            except PluginError as exc:
+                raise SimulationError(f"{path}: {exc} - at `$.queue[{i}].picker`") from None
     try:
         return ClusterSpec(tuple(spec.group), licences=spec.licences, queues=tuple(spec.queue))
     except ValueError as exc:

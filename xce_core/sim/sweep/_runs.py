@@ -22,7 +22,7 @@ from typing import Final
 import msgspec
 
 from events import Limit
-from xce_core.sim import DEFAULT_MAX_HOSTS, HostGroup
+from xce_core.sim import DEFAULT_MAX_HOSTS, HostGroup, QueueSpec
 
 __all__ = [
     "CACHE_FORMAT",
@@ -71,13 +71,16 @@ class TraceInput(msgspec.Struct, frozen=True, kw_only=True):
 
 class ClusterVariant(msgspec.Struct, frozen=True, kw_only=True):
     """A cluster as ``xce simulate`` takes it: ``groups`` read from a cluster
-    file, else ``hosts`` x ``slots`` (``hosts`` unset: from the trace's header,
-    as :func:`~xce_core.sim.default_cluster` decides). ``file`` is a label."""
+    file, with its ``licences`` and ``queues``, else ``hosts`` x ``slots``
+    (``hosts`` unset: from the trace's header, as
+    :func:`~xce_core.sim.default_cluster` decides). ``file`` is a label."""
 
     name: str
     hosts: int | None = None
     slots: int = 1
     groups: tuple[HostGroup, ...] | None = None
+    licences: tuple[tuple[str, float], ...] = ()
+    queues: tuple[QueueSpec, ...] = ()
     file: str | None = None
     max_hosts: int = DEFAULT_MAX_HOSTS
 
@@ -118,6 +121,9 @@ class SweepRun(msgspec.Struct, frozen=True, kw_only=True):
         for labels, names in ((cluster, ("name", "file")), (policy, ("name", "limits_file"))):
             for name in names:
                 labels.pop(name, None)
+        for name in ("licences", "queues"):
+            if not cluster[name]:
+                del cluster[name]  # a cluster without them keeps the key it had
         described = {
             "format": CACHE_FORMAT,
             "xce": xce_version(),

@@ -47,7 +47,9 @@ def execute_run(run: SweepRun, data: bytes | None = None) -> RunRecord:
     swf = _read_trace(run.trace, data)
     variant = run.cluster
     if variant.groups is not None:
-        cluster = ClusterSpec(variant.groups)
+        cluster = ClusterSpec(
+            variant.groups, licences=dict(variant.licences), queues=variant.queues
+        )
     else:
         cluster = default_cluster(
             swf.header,

@@ -427,3 +427,15 @@ def test_help_states_the_limits() -> None:
 def test_a_nan_option_value_is_a_usage_error(command: click.Command, args: list[str]) -> None:
     # NaN compares false with every bound, so a range check alone lets it in.
     assert "is not a number" in fails(*args, code=2, command=command)
+
+
+def test_an_output_that_is_an_input_is_refused_before_the_replay(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_bytes(EXAMPLE.read_bytes())
+    cluster = tmp_path / "c.toml"
+    cluster.write_text("[[group]]\ncount = 64\nslots = 1\n")
+    line = fails(trace, "--schedule", trace, code=2)
+    assert "is the trace: it would be overwritten" in line
+    line = fails(trace, "--cluster", cluster, "--plot", tmp_path / "." / "c.toml", code=2)
+    assert "is the cluster file" in line
+    assert trace.read_bytes() == EXAMPLE.read_bytes()

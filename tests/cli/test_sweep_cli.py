@@ -248,3 +248,12 @@ def test_a_cluster_files_licences_and_queues_reach_the_runs(tmp_path: Path) -> N
     summary = json.loads(result.stdout)
     assert int(row["started"]) == summary["started"] > 0
     assert float(row["makespan"]) == summary["makespan"]
+
+
+def test_a_table_that_is_an_input_is_refused(study: Path, tmp_path: Path) -> None:
+    before = study.read_bytes()
+    _, err = sweep(study, "-o", study, code=2)
+    assert "is the study file: it would be overwritten" in err
+    _, err = sweep(study, "-o", tmp_path / "a.swf", code=2)
+    assert "is the trace" in err
+    assert study.read_bytes() == before

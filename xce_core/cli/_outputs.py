@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,11 +67,23 @@ def _path_problem(path: Path) -> str | None:
     return None
 
 
-def check_output(path: Path, option: str) -> None:
-    """Raise :class:`OutputError` now unless ``path`` can be written."""
+def check_output(path: Path, option: str, inputs: Sequence[tuple[Path, str]] = ()) -> None:
+    """Raise :class:`OutputError` now unless ``path`` can be written, and is
+    none of the ``inputs`` (``(file, what it is)``: writing would destroy it)."""
+    for source, what in inputs:
+        if _same_file(path, source):
+            raise OutputError(f"{option}: {path} is the {what}: it would be overwritten")
     problem = _path_problem(path)
     if problem is not None:
         raise OutputError(f"{option}: {path}: {problem}")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (links included), or would."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist (yet)
+        return a.resolve() == b.resolve()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +95,12 @@ class SimOutputs:
     plot: Path | None = None
     plot_users: int = 0
 
-    def check(self) -> tuple[OutputFormat | None, OutputFormat | None]:
-        """Check every output (see the module docstring); returns the schedule's
-        and the time series' formats. Raises :class:`OutputError`."""
+    def check(
+        self, inputs: Sequence[tuple[Path, str]] = ()
+    ) -> tuple[OutputFormat | None, OutputFormat | None]:
+        """Check every output (see the module docstring), none of them one of
+        the ``inputs`` (``(file, what it is)``); returns the schedule's and the
+        time series' formats. Raises :class:`OutputError`."""
         named = [
             (path, option)
             for path, option in (
@@ -116,10 +131,10 @@ class SimOutputs:
                     check_parquet()
                 except XceError as exc:
                     raise OutputError(f"{option}: {exc}") from None
-            check_output(target, option)
+            check_output(target, option, inputs)
             formats.append(fmt)
         if self.plot is not None:
-            check_output(self.plot, "--plot")
+            check_output(self.plot, "--plot", inputs)
             try:
                 check_plot(self.plot)
             except (ValueError, XceError) as exc:  # a format it does not write; missing

@@ -279,7 +279,13 @@ def _simulate(params: dict[str, Any], *, quiet: bool, progress_interval: float) 
     outputs = SimOutputs(
         schedule=o.schedule, timeseries=o.timeseries, plot=o.plot, plot_users=o.plot_users
     )
-    outputs.check()
+    inputs = [(o.trace, "trace")]
+    inputs += [
+        (path, what)
+        for path, what in ((o.cluster_file, "cluster file"), (o.policy, "policy file"))
+        if path is not None
+    ]
+    outputs.check(inputs)
     started = time.perf_counter()
     try:
         cluster = (

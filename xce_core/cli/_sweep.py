@@ -138,6 +138,16 @@ def _sweep(
     if plots is not None and plots.exists() and not plots.is_dir():
         raise _OptionError(f"--plots: {plots} is not a directory")
     runs = read_study(study)
+    inputs = [(study, "study file")]
+    for run in runs:
+        inputs.append((Path(run.trace.path), "trace"))
+        for label, what in (
+            (run.cluster.file, "cluster file"),
+            (run.policy.limits_file, "limits file"),
+        ):
+            if label is not None:
+                inputs.append((study.parent / label, what))
+    check_output(out, "--out", inputs)
     started = time.perf_counter()
 
     def progress(event: RunFinished) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import signal
 import socket
 import struct
+import subprocess
 from pathlib import Path
 
 import msgspec
@@ -18,6 +20,7 @@ from tests.cli.xce_process import (
     SESSION,
     TIMEOUT,
     WORKERS,
+    XCE_RUN,
     Consumer,
     job,
     ndjson,
@@ -131,6 +134,32 @@ def test_input_and_output_files(tmp_path: Path) -> None:
         "job_allocated",
         "session_end",
     ]
+
+
+@pytest.mark.parametrize("closed", [0, 1])
+def test_a_closed_stdin_or_stdout_is_an_io_error_naming_it(tmp_path: Path, closed: int) -> None:
+    # A file opened later must not take the closed number (uvloop aborted
+    # when it closed such a file), and using the closed stream fails cleanly.
+    source = tmp_path / "events.ndjson"
+    source.write_bytes(ndjson(*WORKERS, job("a"), SESSION))
+    args = [*XCE_RUN] + (["--input", str(source)] if closed == 1 else [])
+    result = subprocess.run(
+        args,
+        capture_output=closed == 0,
+        stderr=subprocess.PIPE if closed == 1 else None,
+        preexec_fn=lambda: os.close(closed),
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 1
+    name = "stdin" if closed == 0 else "stdout"
+    assert result.stderr.decode().strip() == f"xce run: [Errno 9] Bad file descriptor: {name!r}"
+
+
+def test_an_input_that_is_a_directory_is_an_io_error_naming_it(tmp_path: Path) -> None:
+    result = run("--input", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr.decode().strip().endswith(f"Is a directory: {str(tmp_path)!r}")
 
 
 def test_missing_input_file_is_an_io_error(tmp_path: Path) -> None:

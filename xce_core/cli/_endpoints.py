@@ -55,18 +55,29 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
     a worker thread; such reads finish promptly. A thread is never left blocked
     on an open pipe, which would keep the process alive after a signal.
     ``receive`` raises :class:`anyio.EndOfStream` at end of file. ``aclose``
-    closes the descriptor only if ``close_fd`` (idempotent).
+    closes the descriptor only if ``close_fd`` (idempotent). An ``OSError``
+    names the input (``name``: a path, ``stdin``).
     """
 
-    __slots__ = ("_close_fd", "_closed", "_fd", "_pollable")
+    __slots__ = ("_close_fd", "_closed", "_fd", "_pollable", "name")
 
-    def __init__(self, fd: int, *, close_fd: bool = False) -> None:
+    def __init__(self, fd: int, *, close_fd: bool = False, name: str = "") -> None:
         self._fd = fd
         self._close_fd = close_fd
         self._closed = False
-        self._pollable = not stat.S_ISREG(os.fstat(fd).st_mode)
+        self.name = name or f"fd {fd}"
+        try:
+            self._pollable = not stat.S_ISREG(os.fstat(fd).st_mode)
+        except OSError as exc:
+            raise _named(exc, self.name) from None
 
     async def receive(self, max_bytes: int = CHUNK_SIZE) -> bytes:
+        try:
+            return await self._receive(max_bytes)
+        except OSError as exc:
+            raise _named(exc, self.name) from None
+
+    async def _receive(self, max_bytes: int) -> bytes:
         if self._closed:
             raise anyio.ClosedResourceError
         data: bytes | None = None
@@ -97,21 +108,33 @@ class FdWriter:
 
     The write happens in a worker thread and returns once the OS has every byte
     (no user-space buffering: written is flushed). It waits, uncancellably, for a
-    slow reader, so output is never torn. Not for concurrent use.
+    slow reader, so output is never torn. Not for concurrent use. An
+    ``OSError`` names the output (``name``: a path, ``stdout``).
     """
 
-    __slots__ = ("fd",)
+    __slots__ = ("fd", "name")
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, name: str = "") -> None:
         self.fd = fd
+        self.name = name or f"fd {fd}"
 
     async def __call__(self, data: bytes) -> None:
-        await anyio.to_thread.run_sync(self._write_all, data)
+        try:
+            await anyio.to_thread.run_sync(self._write_all, data)
+        except OSError as exc:
+            raise _named(exc, self.name) from None
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(self.fd, view) :]
+
+
+def _named(exc: OSError, name: str) -> OSError:
+    """``exc`` naming the file it is about (unless it names one already)."""
+    if exc.filename is not None or exc.errno is None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror, name)
 
 
 # --------------------------------------------------------------------------- sockets
@@ -155,17 +178,22 @@ async def open_listener(address: str) -> AsyncIterator[SocketListener]:
     made) goes at exit. Raises :class:`OSError` when binding fails."""
     kind, host, port = parse_listen_address(address)
     listener: SocketListener
-    if kind == "unix":
-        listener = await anyio.create_unix_listener(host)
-    else:
-        infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        if not infos:
-            raise OSError(f"cannot resolve {host!r}")
-        # One address only (the first): one listener, one place to accept.
-        multi = await anyio.create_tcp_listener(local_host=str(infos[0][4][0]), local_port=port)
-        (first,) = multi.listeners
-        assert isinstance(first, SocketListener)
-        listener = first
+    try:
+        if kind == "unix":
+            listener = await anyio.create_unix_listener(host)
+        else:
+            infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            if not infos:
+                raise OSError(f"cannot resolve {host!r}")
+            # One address only (the first): one listener, one place to accept.
+            multi = await anyio.create_tcp_listener(
+                local_host=str(infos[0][4][0]), local_port=port
+            )
+            (first,) = multi.listeners
+            assert isinstance(first, SocketListener)
+            listener = first
+    except OSError as exc:
+        raise _named(exc, address) from None
     async with listener:
         bound = listener.extra(SocketAttribute.local_address)
         stderr_line(f"xce run: listening on {format_address(kind, bound)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Final
 
 import click
@@ -49,3 +50,20 @@ def main() -> None:
 
     See README.md for the event schema and examples.
     """
+    _hold_standard_fds()
+
+
+def _hold_standard_fds() -> None:
+    """Give a closed stdin, stdout or stderr a placeholder: /dev/null, open the
+    other way round (stdin for writing, stdout and stderr for reading), so
+    using one fails as a closed one would (EBADF: an I/O error, exit status 1)
+    while no file the command opens takes its number. A closed descriptor 0-2
+    reused by a file made uvloop abort when it closed that file."""
+    for fd, flags in ((0, os.O_WRONLY), (1, os.O_RDONLY), (2, os.O_RDONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            held = os.open(os.devnull, flags)
+            if held != fd:  # a lower one was closed too and took this number
+                os.dup2(held, fd)
+                os.close(held)

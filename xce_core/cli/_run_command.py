@@ -103,11 +103,12 @@ async def _serve(
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with AsyncExitStack() as stack:
             if output_path is None:
-                write = FdWriter(sys.stdout.fileno())
+                # fd 1, even when Python found it closed (sys.stdout is None).
+                write = FdWriter(1, "stdout")
             else:
                 fd = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
                 stack.callback(os.close, fd)
-                write = FdWriter(fd)
+                write = FdWriter(fd, output_path)
             source: anyio.abc.ByteReceiveStream | ConnectionServer
             if listen is not None:
                 source = ConnectionServer(
@@ -121,9 +122,10 @@ async def _serve(
                     once=listen.once,
                 )
             elif input_path is not None:
-                source = FdReceiveStream(os.open(input_path, os.O_RDONLY), close_fd=True)
+                fd = os.open(input_path, os.O_RDONLY)
+                source = FdReceiveStream(fd, close_fd=True, name=input_path)
             else:
-                source = FdReceiveStream(sys.stdin.fileno())
+                source = FdReceiveStream(0, name="stdin")  # fd 0, as stdout
             status = EXIT_OK
             async with anyio.create_task_group() as tg:
 

@@ -195,6 +195,7 @@ def test_other_compression_formats_are_named(tmp_path: Path) -> None:
         (b"1 0 5 100 1e300 -1 -1 4 -1 -1 1 3 2 7 1 1 -1 -1", "alloc_procs must be from -1 to"),
         (b"1 0 5 100 4 -1 -1 4 -1 2e12 1 3 2 7 1 1 -1 -1", "req_mem must be from -1 to"),
         (b"1 0 5 1e11 4 -1 -1 4 -1 -1 1 3 2 7 1 1 -1 -1", "run_time must be from -1 to"),
+        (b"1 0 5 1_00 4 -1 -1 4 -1 -1 1 3 2 7 1 1 -1 -1", "run_time is not a number: '1_00'"),
         # Its slowdown would overflow: a positive run time is at least 1 us.
         (b"1 0 5 1e-308 4 -1 -1 4 -1 -1 1 3 2 7 1 1 -1 -1", "run_time must be 0 or at least"),
         (b"1 -5 5 100 4 -1 -1 4 -1 -1 1 3 2 7 1 1 -1 -1", "submit must be from -1 to"),

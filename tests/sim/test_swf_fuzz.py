@@ -38,6 +38,8 @@ COMPRESSED = re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)|\xfd7zXZ\x00|\x28\xb5\x
 def _header_ok(key: str, value: str) -> bool:
     words = value.split()
     word = words[0] if words else ""
+    if "_" in word:  # a number as SWF writes it: no digit separators
+        return False
     try:
         number = float(word)
     except ValueError:
@@ -72,6 +74,8 @@ def reference(raw: bytes) -> tuple[str, list[Any]]:
         return "bad", []
     values: list[Any] = []
     for name, token in zip(SWF_FIELDS, tokens, strict=True):
+        if "_" in token:
+            return "bad", []
         try:
             number = float(token)
         except ValueError:

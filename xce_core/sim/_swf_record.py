@@ -202,6 +202,8 @@ def _field_error(tokens: list[str]) -> ValueError:
     """The precise complaint about a line the fast path refused."""
     for name, is_float, limit, token in zip(SWF_FIELDS, _IS_FLOAT, _LIMITS, tokens, strict=True):
         try:
+            if "_" in token:
+                raise ValueError
             number = float(token)
         except ValueError:
             return ValueError(f"field {name} is not a number: {_show(token)}")
@@ -224,6 +226,8 @@ def parse_swf_line(line: str) -> SwfJob:
     if len(tokens) != len(SWF_FIELDS):
         raise ValueError(f"expected {len(SWF_FIELDS)} fields, found {len(tokens)}")
     try:
+        if "_" in line:  # float() reads Python's digit separators: 5_0 is 50
+            raise ValueError
         values = [float(token) for token in tokens]
     except ValueError:
         raise _field_error(tokens) from None
@@ -253,7 +257,7 @@ def header_int(header: dict[str, str], key: str) -> int | None:
     words = value.split(maxsplit=1)
     word = words[0] if words else ""
     try:
-        number = float(word) if word.isascii() else math.nan
+        number = float(word) if word.isascii() and "_" not in word else math.nan
     except ValueError:
         number = math.nan
     if number == -1:

@@ -13,6 +13,7 @@ from xce_core.cli._outputs import check_output
 from xce_core.cli._types import FloatRange
 from xce_core.sim import (
     MAX_INTEGER,
+    MAX_JOBS,
     MAX_LOAD,
     MIN_LOAD,
     WorkloadModel,
@@ -26,7 +27,7 @@ __all__ = ["generate_trace_command"]
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("out", type=click.Path(dir_okay=False, writable=True, path_type=Path))
-@click.option("--jobs", type=click.IntRange(min=1), default=2000, show_default=True)
+@click.option("--jobs", type=click.IntRange(min=1, max=MAX_JOBS), default=2000, show_default=True)
 @click.option(
     "--procs",
     type=click.IntRange(min=1, max=MAX_INTEGER),

@@ -67,6 +67,7 @@ from xce_core.sim._swf_record import (
     parse_swf_line,
 )
 from xce_core.sim._workload import (
+    MAX_JOBS,
     MAX_LOAD,
     MAX_RUNTIME,
     MIN_LOAD,
@@ -80,6 +81,7 @@ __all__ = [
     "DEFAULT_MAX_HOSTS",
     "MAX_INTEGER",
     "MAX_LINE_BYTES",
+    "MAX_JOBS",
     "MAX_LOAD",
     "MAX_MEMORY_KB",
     "MAX_RESOURCE",

@@ -42,7 +42,15 @@ from typing import Final
 
 from xce_core.sim._swf_record import MAX_INTEGER, MAX_SECONDS, SwfJob
 
-__all__ = ["MAX_LOAD", "MAX_RUNTIME", "MIN_LOAD", "WorkloadModel", "generate_jobs", "swf_header"]
+__all__ = [
+    "MAX_JOBS",
+    "MAX_LOAD",
+    "MAX_RUNTIME",
+    "MIN_LOAD",
+    "WorkloadModel",
+    "generate_jobs",
+    "swf_header",
+]
 
 SERIAL_SHARE: Final = 0.25
 SMALL_SHARE: Final = 0.6
@@ -50,6 +58,9 @@ POW2_SHARE: Final = 0.75
 MAX_RUNTIME: Final = 48 * 3600
 MIN_LOAD: Final = 0.001
 MAX_LOAD: Final = 1000.0
+# The most jobs one generated trace holds: they are made in memory (about 200
+# bytes each) before any is written, a few times the largest archive traces.
+MAX_JOBS: Final = 10_000_000
 USERS: Final = 40
 _SHORT: Final = (4.2, 0.94)
 _LONG: Final = (312.0, 0.03)
@@ -61,8 +72,9 @@ _PEAK_HOUR: Final = 14.0
 
 @dataclass(frozen=True, slots=True)
 class WorkloadModel:
-    """Parameters of the generator: ``jobs`` >= 1, ``procs`` from 1 to MAX_INTEGER,
-    ``load`` from MIN_LOAD to MAX_LOAD; :class:`ValueError` otherwise."""
+    """Parameters of the generator: ``jobs`` from 1 to MAX_JOBS, ``procs`` from 1
+    to MAX_INTEGER, ``load`` from MIN_LOAD to MAX_LOAD; :class:`ValueError`
+    otherwise."""
 
     jobs: int = 2000
     procs: int = 64
@@ -70,8 +82,8 @@ class WorkloadModel:
     load: float = 0.7
 
     def __post_init__(self) -> None:
-        if self.jobs < 1:
-            raise ValueError("jobs must be at least 1")
+        if not 1 <= self.jobs <= MAX_JOBS:
+            raise ValueError(f"jobs must be from 1 to {MAX_JOBS}")
         if not 1 <= self.procs <= MAX_INTEGER:
             raise ValueError(f"procs must be from 1 to {MAX_INTEGER}")
         if not MIN_LOAD <= self.load <= MAX_LOAD:  # false for nan

@@ -443,3 +443,11 @@ def test_an_output_that_is_an_input_is_refused_before_the_replay(tmp_path: Path)
     line = fails(trace, "--cluster", cluster, "--plot", tmp_path / "." / "c.toml", code=2)
     assert "is the cluster file" in line
     assert trace.read_bytes() == EXAMPLE.read_bytes()
+
+
+def test_a_trace_name_that_is_not_utf8_is_escaped_in_the_json_summary(tmp_path: Path) -> None:
+    trace = tmp_path / os.fsdecode(b"bad\xffname.swf")
+    trace.write_bytes(EXAMPLE.read_bytes())
+    summary = json.loads(run(trace, "--limit", "20", "--json", "-q"))
+    assert summary["provenance"]["trace"]["name"] == "bad\\xffname.swf"
+    assert summary["provenance"]["options"]["trace"].endswith("bad\\xffname.swf")

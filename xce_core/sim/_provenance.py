@@ -65,16 +65,26 @@ def provenance(
     *, trace: Path | None, options: Mapping[str, Any], cluster: ClusterSpec | None
 ) -> Provenance:
     """The provenance of a replay of ``trace`` (hashed now: raises ``OSError``)
-    with ``options`` on ``cluster``. Paths among the options become strings."""
+    with ``options`` on ``cluster``. Paths among the options become strings; a
+    file name's bytes that are not UTF-8 read as ``\\xff`` escapes (the JSON
+    summary is UTF-8)."""
     info = None
     if trace is not None:
         sha, size = file_sha256(trace)
-        info = TraceInfo(name=trace.name, sha256=sha, bytes=size)
+        info = TraceInfo(name=_printable(trace.name), sha256=sha, bytes=size)
     return Provenance(
         xce_version=xce_version(),
         python=platform.python_version(),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         trace=info,
-        options={k: str(v) if isinstance(v, Path) else v for k, v in options.items()},
+        options={
+            k: _printable(str(v)) if isinstance(v, Path | str) else v for k, v in options.items()
+        },
         cluster=cluster,
     )
+
+
+def _printable(name: str) -> str:
+    """``name`` as UTF-8 text: bytes of a file name that were not UTF-8 (which
+    Python keeps as lone surrogates) become ``\\xNN`` escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

@@ -257,3 +257,27 @@ def test_a_table_that_is_an_input_is_refused(study: Path, tmp_path: Path) -> Non
     _, err = sweep(study, "-o", tmp_path / "a.swf", code=2)
     assert "is the trace" in err
     assert study.read_bytes() == before
+
+
+def test_a_cache_that_cannot_be_used_is_refused_before_any_run(
+    study: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("")
+    _, err = sweep(study, "--cache", tmp_path / "file" / "cache", code=2)
+    assert "--cache:" in err
+    assert "cannot cache results there" in err
+    assert not (tmp_path / "study.csv").exists()
+
+
+def test_results_that_cannot_be_cached_are_still_in_the_table(
+    study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(self: ResultCache, record: object) -> None:
+        raise OSError(27, "File too large")
+
+    monkeypatch.setattr(ResultCache, "put", full)
+    _, err = sweep(study, "-j", "1", "-o", tmp_path / "t.csv", code=1)
+    with (tmp_path / "t.csv").open() as table:
+        assert len(list(csv.DictReader(table))) == 6  # 2 traces x 3 policies
+    assert "Error: 6 results not cached" in err
+    assert "File too large" in err

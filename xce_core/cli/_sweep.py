@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 
@@ -148,6 +149,10 @@ def _sweep(
             if label is not None:
                 inputs.append((study.parent / label, what))
     check_output(out, "--out", inputs)
+    # Last: it makes the directory, which no failed check should leave behind.
+    problem = _cache_problem(cache.directory)
+    if problem is not None:
+        raise _OptionError(f"--cache: {cache.directory}: {problem}")
     started = time.perf_counter()
 
     def progress(event: RunFinished) -> None:
@@ -194,5 +199,23 @@ def _sweep(
         click.echo(summary, err=True)
     for run, error in outcome.failures:
         click.echo(f"failed: {run.label}: {error}", err=True)
-    if failed:
+    if outcome.not_cached:
+        count = len(outcome.not_cached)
+        click.echo(
+            f"Error: {count} result{'s' if count != 1 else ''} not cached (in the table all"
+            f" the same; a rerun runs them again), first: {outcome.not_cached[0]}",
+            err=True,
+        )
+    if failed or outcome.not_cached:
         raise SystemExit(1)
+
+
+def _cache_problem(directory: Path) -> str | None:
+    """Why results cannot be cached in ``directory`` (made if missing), or ``None``."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        return f"cannot cache results there: {exc.strerror or exc}"
+    return None

@@ -59,13 +59,16 @@ class RunFinished:
 @dataclass(slots=True)
 class SweepOutcome:
     """Every run of the study (in its order) with its record, when it has one;
-    the runs that failed with why; how many ran now and how many were cached.
-    Runs with the same key share one execution and one record."""
+    the runs that failed with why; how many ran now and how many were cached;
+    why the records that could not be cached were not (their runs are in
+    ``rows`` all the same: a full disk loses no result of this sweep). Runs
+    with the same key share one execution and one record."""
 
     rows: list[tuple[SweepRun, RunRecord]] = field(default_factory=list)
     failures: list[tuple[SweepRun, str]] = field(default_factory=list)
     ran: int = 0
     cached: int = 0
+    not_cached: list[str] = field(default_factory=list)
 
 
 OnFinished = Callable[[RunFinished], None]
@@ -124,7 +127,8 @@ def run_sweep(
         try:
             cache.put(record)
         except OSError as exc:
-            raise SweepError(f"cannot write the cache: {exc}") from None
+            where = cache.path(record.key)
+            outcome.not_cached.append(f"cannot write {where}: {exc.strerror or exc}")
         records[run.key] = record
         outcome.ran += 1
         report(run, record, None, False)

@@ -102,10 +102,15 @@ class Dispatcher:
     async def _compound(self, compound: Compound, ctx: SchedContext) -> bool:
         counts = part_counts(compound, ctx.job.max_tasks)
         total = sum(counts)
-        if total > ctx.session.free_total:
+        session = ctx.session
+        if total > session.free_total:
             # Every task takes a slot: the parts together want more than are
-            # free (or than the cluster has), which is what to say.
-            ctx.reason = ctx.session.cluster_full(total)
+            # free (or than the cluster has), which is what to say, unless
+            # there is no worker at all (as for a plain requirement).
+            if session.usable_count == 0:
+                ctx.reason = PendReason(Reason.NO_WORKERS, "no usable workers")
+            else:
+                ctx.reason = session.cluster_full(total)
             return False
         for k, (part, count) in enumerate(zip(compound.parts, counts, strict=True)):
             if not await self._primary(part, count, count, ctx):

@@ -388,3 +388,8 @@ async def test_exhausted_licence_is_named_even_on_a_full_cluster() -> None:
     assert pends(out)["l2"].reason == "shared_resource_unavailable"
     assert pends(out)["plain"].reason == "not_enough_slots"
     assert pends(out)["plain"].detail == "1 task wanted, 0 slots free in the cluster"
+
+
+async def test_a_compound_with_no_worker_at_all_pends_for_no_workers() -> None:
+    out = await process_events([submit("c", "1*{} + 1*{}"), GO])
+    assert pends(out)["c"].reason == "no_workers"

@@ -345,6 +345,10 @@ class SessionScratch:
             return self.usable_count > 0
         if self._is_static(select):
             return bool(self._static(select))
+        if self._dynamic.get(select.text):
+            # The hosts it matched when first evaluated this session, as the
+            # job's candidates do: not a value read again since.
+            return True
         return any(
             select.evaluate(w.values) for w in self.state.workers if w is not None and w.usable
         )

@@ -431,3 +431,18 @@ async def test_allocators_see_the_sessions_time_on_the_injected_clock() -> None:
     clock.advance_to(2000.0)
     await process_events([submit("j3"), GO], core=core)
     assert seen == [1000.0, 1000.0, 2000.0]  # one reading per session
+
+
+async def test_a_select_on_slots_reads_the_values_when_first_tried_this_session() -> None:
+    # j1 starts first, so j2's select[slots>=5] reads 4 free slots: no match.
+    later = [up("h1", 5), submit("j1"), submit("j2", "select[slots>=5]"), GO]
+    assert pends(await process_events(later))["j2"].reason == "no_matching_host"
+    # Tried first, it matched: a wider job of the same select then pends for
+    # slots on that host, not for a select it no longer satisfies live.
+    first = [up("h1", 4), submit("j1", "select[slots>3]"), submit("j2", "select[slots>3]", 4)]
+    out = await process_events([*first, GO])
+    assert "j1" in allocations(out)
+    assert (pends(out)["j2"].reason, pends(out)["j2"].detail) == (
+        "not_enough_slots",
+        "4 tasks wanted, 3 slots free in the cluster",
+    )

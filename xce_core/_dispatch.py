@@ -105,12 +105,8 @@ class Dispatcher:
         session = ctx.session
         if total > session.free_total:
             # Every task takes a slot: the parts together want more than are
-            # free (or than the cluster has), which is what to say, unless
-            # there is no worker at all (as for a plain requirement).
-            if session.usable_count == 0:
-                ctx.reason = PendReason(Reason.NO_WORKERS, "no usable workers")
-            else:
-                ctx.reason = session.cluster_full(total)
+            # free (or than the cluster has).
+            ctx.reason = _parts_too_many(compound, counts, total, ctx)
             return False
         for k, (part, count) in enumerate(zip(compound.parts, counts, strict=True)):
             if not await self._primary(part, count, count, ctx):
@@ -411,6 +407,24 @@ def _same_said(primary: Primary, tasks: int, reason: PendReason) -> PendReason:
 
 
 _CAPACITY: Final = (Reason.NOT_ENOUGH_SLOTS, Reason.RESOURCE_UNAVAILABLE)
+
+
+def _parts_too_many(
+    compound: Compound, counts: list[int], total: int, ctx: SchedContext
+) -> PendReason:
+    """Why a compound whose parts want ``total`` slots, more than are free, pends,
+    as a plain job would: no worker at all, else a part whose select no host
+    satisfies (naming it), else too few slots."""
+    session = ctx.session
+    if session.usable_count == 0:
+        return PendReason(Reason.NO_WORKERS, "no usable workers")
+    for k, (part, count) in enumerate(zip(compound.parts, counts, strict=True)):
+        if not session.any_match(part.select):
+            reason = session.explain_without_candidates(part.select, count)
+            s = "s" if count != 1 else ""
+            where = f"compound part {k + 1} of {len(counts)} ({count} task{s})"
+            return PendReason(reason.category, f"{where}: {reason.detail}")
+    return session.cluster_full(total)
 
 
 def _after_parts(ctx: SchedContext, part: Primary, k: int, parts: int, tasks: int) -> PendReason:

@@ -393,3 +393,10 @@ async def test_exhausted_licence_is_named_even_on_a_full_cluster() -> None:
 async def test_a_compound_with_no_worker_at_all_pends_for_no_workers() -> None:
     out = await process_events([submit("c", "1*{} + 1*{}"), GO])
     assert pends(out)["c"].reason == "no_workers"
+
+
+async def test_too_many_compound_tasks_name_a_part_no_host_matches_first() -> None:
+    out = await process_events([up("a", 1), submit("c", "1*{select[type==zz]} + 1*{}"), GO])
+    pended = pends(out)["c"]
+    assert pended.reason == "no_matching_host"
+    assert pended.detail.startswith("compound part 1 of 2 (1 task): 1 host: select not satisfied")

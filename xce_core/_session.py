@@ -345,12 +345,20 @@ class SessionScratch:
             return self.usable_count > 0
         if self._is_static(select):
             return bool(self._static(select))
-        if self._dynamic.get(select.text):
-            # The hosts it matched when first evaluated this session, as the
-            # job's candidates do: not a value read again since.
+        memo = self._dynamic.get(select.text)
+        if memo is None:
+            return any(
+                select.evaluate(w.values) for w in self.state.workers if w is not None and w.usable
+            )
+        if memo:
             return True
+        # As the job's candidates do: the hosts free when the select was first
+        # evaluated this session answer as then; the others (full) now.
+        free = set(self.free_workers)
         return any(
-            select.evaluate(w.values) for w in self.state.workers if w is not None and w.usable
+            select.evaluate(w.values)
+            for w in self.state.workers
+            if w is not None and w.usable and w not in free
         )
 
     def _new_key(self) -> int:

@@ -446,3 +446,12 @@ async def test_a_select_on_slots_reads_the_values_when_first_tried_this_session(
         "not_enough_slots",
         "4 tasks wanted, 3 slots free in the cluster",
     )
+    # Tried first, it matched nothing: a job of the same select tried after a
+    # start that would make it match live still finds no matching host.
+    rest = [submit("j1"), submit("j2", "select[slots<2]"), submit("j3")]
+    rest.append(submit("j4", "select[slots<2] rusage[x=1]"))
+    out = await process_events([up("h", 3), *rest, GO])
+    assert (pends(out)["j4"].reason, pends(out)["j4"].detail) == (
+        "no_matching_host",
+        "1 host: select not satisfied",
+    )

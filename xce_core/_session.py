@@ -347,9 +347,9 @@ class SessionScratch:
             return bool(self._static(select))
         memo = self._dynamic.get(select.text)
         if memo is None:
-            return any(
-                select.evaluate(w.values) for w in self.state.workers if w is not None and w.usable
-            )
+            # Evaluated now as the candidates would be (and memoised): this is
+            # the session's first reading of the select.
+            memo, _ = self._matching(select)
         if memo:
             return True
         # As the job's candidates do: the hosts free when the select was first

@@ -455,3 +455,10 @@ async def test_a_select_on_slots_reads_the_values_when_first_tried_this_session(
         "no_matching_host",
         "1 host: select not satisfied",
     )
+    # A job that pends without an attempt (its parts want more slots than
+    # are free) still reads its select first: later jobs read it as it did.
+    rest = [submit("c", "1*{select[slots>3]} + 4*{}")]
+    rest.append(submit("j", "select[slots>3]", submit_time=8))
+    out = await process_events([up("h", 4), *rest, submit("w", "1*{} + 3*{}", 4), GO])
+    assert "w" in allocations(out)
+    assert pends(out)["j"].reason == "not_enough_slots"

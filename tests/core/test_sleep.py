@@ -43,6 +43,9 @@ SHAPES = [
     # Plain alternatives: one group watching two selects.
     "{select[type==a]} || {select[type==b]}",
     "{} || {select[type==b]}",
+    # Selects read once per session (slots), also by a compound's parts.
+    "select[slots>2]",
+    "1*{select[slots>1]} + 2*{}",
 ]
 
 ops = st.lists(ops_over(SHAPES, [f"w{i}" for i in range(5)], sessions=2), min_size=1, max_size=70)

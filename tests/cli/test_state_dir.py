@@ -4,6 +4,7 @@ kill -9 that resumes from the newest one and decides as if never stopped."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -139,6 +140,23 @@ def test_a_damaged_newest_snapshot_is_skipped_for_the_one_before(tmp_path: Path)
     assert result.returncode == 0
     assert f"skipping snapshot {damaged}: corrupt snapshot" in note, note
     assert f"at event index {len(events)} " in note, note
+
+
+def test_entries_named_like_snapshots_that_are_no_files_are_ignored(tmp_path: Path) -> None:
+    # A directory, a FIFO (reading it would block) and a link to a device,
+    # each named as a newer snapshot: neither read nor kept in a snapshot's
+    # place (pruning must not take the real ones for older).
+    events = [line for piece in stream(4, pieces=2) for line in piece]
+    assert run("--state-dir", str(tmp_path), input=ndjson(*events)).returncode == 0
+    (good,) = snapshots(tmp_path)
+    newer = [tmp_path / f"snapshot-{len(events) + k:020d}.xce" for k in (1, 2, 3)]
+    newer[0].mkdir()
+    os.mkfifo(newer[1])
+    newer[2].symlink_to("/dev/zero")
+    result = run("--state-dir", str(tmp_path), input=b"")
+    assert result.returncode == 0, result.stderr
+    assert f"at event index {len(events)} " in result.stderr.decode()
+    assert (tmp_path / good).is_file()
 
 
 def test_snapshot_options_need_a_state_dir() -> None:

@@ -22,6 +22,7 @@ import contextlib
 import math
 import os
 import re
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,8 +65,10 @@ class StateDir:
         self.last_written: float | None = None
 
     def snapshots(self) -> list[Path]:
-        """The snapshot files, newest (most events covered) first."""
-        found = [p for p in self.path.iterdir() if _NAME.fullmatch(p.name)]
+        """The snapshot files, newest (most events covered) first: regular files
+        only (a directory, FIFO or device of such a name is neither read nor
+        counted among the snapshots kept)."""
+        found = [p for p in self.path.iterdir() if _NAME.fullmatch(p.name) and p.is_file()]
         return sorted(found, key=lambda p: p.name, reverse=True)
 
     def resume(
@@ -83,13 +86,14 @@ class StateDir:
                 stale.unlink()
         for path in self.snapshots():
             try:
+                data = _read_regular(path)
                 core = SchedulerCore.restore(
-                    path.read_bytes(),
+                    data,
                     registry=registry,
                     clock=clock,
                     on_internal_error=on_internal_error,
                 )
-            except SnapshotError as exc:
+            except (SnapshotError, OSError) as exc:
                 report(f"xce run: skipping snapshot {path}: {exc}")
                 continue
             self.last_written = path.stat().st_mtime
@@ -116,6 +120,19 @@ class StateDir:
             with contextlib.suppress(OSError):
                 old.unlink()
         return final_path
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file (a directory, a FIFO or
+    a device of that name raises ``OSError``: reading a FIFO would block)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as file:
+            return file.read()
+    finally:
+        os.close(fd)
 
 
 def _fsync_directory(path: Path) -> None:

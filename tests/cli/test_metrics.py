@@ -114,3 +114,17 @@ def test_a_bad_metrics_address_or_a_missing_extra_is_a_usage_error() -> None:
     )
     assert result.returncode == 2
     assert b"--metrics needs prometheus-client: pip install 'xce[metrics]'" in result.stderr
+
+
+def test_nats_without_its_extra_is_a_usage_error_as_metrics_is() -> None:
+    hide = "import sys; sys.modules['nats'] = None; "
+    code = hide + "from xce_core.cli._main import main; main()"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "run", "--nats", "nats://127.0.0.1:1"],
+        input=b"",
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert b"--nats needs the NATS client: pip install 'xce[nats]'" in result.stderr

@@ -478,8 +478,8 @@ def _serve_nats(
         from xce_core.cli._checkpoint import Checkpoint
         from xce_core.cli._nats import MessageClock, serve_nats
         from xce_core.cli._nats_streams import NatsOptions
-    except ImportError as exc:
-        raise click.ClickException(
+    except ImportError as exc:  # a usage error, as for --metrics without its extra
+        raise click.UsageError(
             f"--nats needs the NATS client: pip install 'xce[nats]' ({exc})"
         ) from None
 

@@ -169,7 +169,7 @@ class Dispatcher:
                 if placed:
                     return True
                 reason = reason or said
-            ctx.reason = reason or _same_said(
+            ctx.reason = reason or _shape_said(
                 primary,
                 lo,
                 session.explain(prepared.candidates, lo, usage.first_want, primary.select),
@@ -198,7 +198,7 @@ class Dispatcher:
                         return True
                     reason = reason or said
             if reason is None:
-                reason = _same_said(
+                reason = _shape_said(
                     primary,
                     lo,
                     session.explain(prepared.candidates, lo, usage.first_want, primary.select),
@@ -371,7 +371,7 @@ class _Usage:
         return out
 
 
-def _same_said(primary: Primary, tasks: int, reason: PendReason) -> PendReason:
+def _shape_said(primary: Primary, tasks: int, reason: PendReason) -> PendReason:
     """``reason`` (explained over all the candidates, one task per host at a
     time) with what the primary's shape asks of the hosts, when that is what
     the hosts could not give: ``same[]`` (tried group by group: the hosts may
@@ -421,8 +421,7 @@ def _parts_too_many(
     for k, (part, count) in enumerate(zip(compound.parts, counts, strict=True)):
         if not session.any_match(part.select):
             reason = session.explain_without_candidates(part.select, count)
-            s = "s" if count != 1 else ""
-            where = f"compound part {k + 1} of {len(counts)} ({count} task{s})"
+            where = _part_name(k, len(counts), count)
             return PendReason(reason.category, f"{where}: {reason.detail}")
     return session.cluster_full(total)
 
@@ -438,13 +437,15 @@ def _after_parts(ctx: SchedContext, part: Primary, k: int, parts: int, tasks: in
     if reason.category in _CAPACITY and prepared is not None:
         want = prepared.options[0].first_want
         again = ctx.session.explain_on(ctx, prepared.candidates, tasks, want, part.select)
-        reason = _same_said(part, tasks, again)
-    s = "s" if tasks != 1 else ""
+        reason = _shape_said(part, tasks, again)
     before = "part 1" if k == 1 else f"parts 1-{k}"
-    return PendReason(
-        reason.category,
-        f"compound part {k + 1} of {parts} ({tasks} task{s}), after {before}: {reason.detail}",
-    )
+    where = _part_name(k, parts, tasks)
+    return PendReason(reason.category, f"{where}, after {before}: {reason.detail}")
+
+
+def _part_name(k: int, parts: int, tasks: int) -> str:
+    """Compound part ``k`` (0-based) of ``parts``, as a pend detail names it."""
+    return f"compound part {k + 1} of {parts} ({tasks} task{'s' if tasks != 1 else ''})"
 
 
 def _verdict(status: Status | bool) -> tuple[bool, PendReason | None]:

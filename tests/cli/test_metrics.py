@@ -98,33 +98,31 @@ def test_snapshot_age_is_reported_with_a_state_dir(
     assert 0 <= age < 60
 
 
-def test_a_bad_metrics_address_or_a_missing_extra_is_a_usage_error() -> None:
-    result = run("--metrics", "127.0.0.1:http")
-    assert result.returncode == 2
-    assert b"expected HOST:PORT" in result.stderr
-    # Without prometheus-client installed:
-    hide = "import sys; sys.modules['prometheus_client'] = None; "
-    code = hide + "from xce_core.cli._main import main; main()"
-    result = subprocess.run(
-        [sys.executable, "-c", code, "run", "--metrics", ":0"],
+def without(module: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """``xce run ARGS`` in a process where ``module`` cannot be imported (an
+    optional extra not installed), on empty input."""
+    code = (
+        f"import sys; sys.modules[{module!r}] = None; from xce_core.cli._main import main; main()"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, "run", *args],
         input=b"",
         capture_output=True,
         timeout=TIMEOUT,
         check=False,
     )
+
+
+def test_a_bad_metrics_address_or_a_missing_extra_is_a_usage_error() -> None:
+    result = run("--metrics", "127.0.0.1:http")
+    assert result.returncode == 2
+    assert b"expected HOST:PORT" in result.stderr
+    result = without("prometheus_client", "--metrics", ":0")
     assert result.returncode == 2
     assert b"--metrics needs prometheus-client: pip install 'xce[metrics]'" in result.stderr
 
 
 def test_nats_without_its_extra_is_a_usage_error_as_metrics_is() -> None:
-    hide = "import sys; sys.modules['nats'] = None; "
-    code = hide + "from xce_core.cli._main import main; main()"
-    result = subprocess.run(
-        [sys.executable, "-c", code, "run", "--nats", "nats://127.0.0.1:1"],
-        input=b"",
-        capture_output=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    result = without("nats", "--nats", "nats://127.0.0.1:1")
     assert result.returncode == 2
     assert b"--nats needs the NATS client: pip install 'xce[nats]'" in result.stderr

@@ -125,14 +125,10 @@ class StateDir:
 def _read_regular(path: Path) -> bytes:
     """The bytes of ``path`` if it is a regular file (a directory, a FIFO or
     a device of that name raises ``OSError``: reading a FIFO would block)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
             raise OSError("not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as file:
-            return file.read()
-    finally:
-        os.close(fd)
+        return file.read()
 
 
 def _fsync_directory(path: Path) -> None:

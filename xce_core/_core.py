@@ -749,6 +749,11 @@ class SchedulerCore:
         for job in jobs:
             if job.last_reason != category:
                 job.last_reason = category
+                group = job.group
+                if group is not None and group.settled_reason not in (None, category):
+                    # Its members no longer all report the category the group
+                    # last settled with: the next settle visits every one.
+                    group.settled_reason = None
                 outbox.append(
                     JobPended(
                         session=session,

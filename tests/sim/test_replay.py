@@ -448,6 +448,23 @@ POLICIES = {
     ),
     st.sampled_from(sorted(POLICIES)),
 )
+# Found by this test: job 10 was told not_enough_slots alone (its fair group
+# holding it only), and when its shape next failed with resource_unavailable,
+# its group settled as if every member reported that already; the sessions at
+# every instant happened to try it alone again. Its job_pended was dropped.
+@example(
+    rows=[
+        *[(0, 1, 0, -1, 1)] * 9,
+        (0, 4, 0, 40960, 2),
+        (0, 4, 0, 40960, 3),
+        (0, 6, 0, -1, 1),
+        (0, 6, 0, -1, 1),
+        (1, 1, 1, -1, 1),
+        (3, 3, 5, -1, 2),
+        (5, 1, 1, -1, 1),
+    ],
+    policy="fairshare",
+)
 def test_skipped_sessions_change_no_start_and_no_pend_reason(
     rows: list[tuple[int, int, int, int, int]], policy: str
 ) -> None:

@@ -28,6 +28,7 @@ class PackAllocator(Allocator):
 
     name = "parjob_pack"
     capacity_only = True
+    paced_only = True
 
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
         return PlanStream(ctx, fitting_plans(_pack_then_balanced(request, ctx), request, ctx))

@@ -19,6 +19,7 @@ class ParJobAllocator(Allocator):
 
     name = "parjob"
     capacity_only = True
+    paced_only = True
 
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
         span = request.primary.span

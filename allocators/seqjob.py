@@ -26,6 +26,7 @@ class SeqJobAllocator(Allocator):
 
     name = "seqjob"
     capacity_only = True
+    paced_only = True
 
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:
         return PlanStream(ctx, iter(((request.tasks,),)))

@@ -14,6 +14,7 @@ Cancellation is never caught.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -68,7 +69,7 @@ from xce_core._pending import PendingQueue
 from xce_core._registry import Registry, default_registry
 from xce_core._reservations import Reservations
 from xce_core._results import PendReason, Reason, SessionStats
-from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
+from xce_core._session import Pacer, SessionInterrupted, SessionScratch, StaticSelectMemo
 from xce_core._snapshot import (
     CoreParts,
     Counters,
@@ -122,6 +123,12 @@ class SchedulerCore:
                 getattr(self.registry.allocator(name), "capacity_only", False)
                 for name in (config.sequential_allocator, config.parallel_allocator)
             )
+        )
+        # Inline sessions without a cancel scope (run_session): only when no
+        # allocator may await anything the pacer does not see.
+        self._scopeless = all(
+            getattr(self.registry.allocator(name), "paced_only", False)
+            for name in (config.sequential_allocator, config.parallel_allocator)
         )
         self._limits = Limits()
         self._cluster_limits: list[Limit] = []
@@ -442,9 +449,10 @@ class SchedulerCore:
     def cancel_session(self) -> None:
         """Cancel the running session, if any. Committed allocations stand; the
         interrupted attempt leaves nothing behind. Idempotent."""
-        if self._scope is not None:
+        if self._in_session:
             self.scratch.pacer.interrupt = True
-            self._scope.cancel()
+            if self._scope is not None:
+                self._scope.cancel()
 
     async def run_session(self) -> SessionEnd:
         """Run one scheduling session and return its ``session_end`` (also emitted).
@@ -489,26 +497,37 @@ class SchedulerCore:
                 await anyio.lowlevel.checkpoint()
                 complete = True
                 return self._end_session(stats, started, complete)
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                awake = self.state.pending_count - self._pending.sleeping_jobs
-                # Under fairshare too: a job's charge must be seen before the
-                # next pick under its account (_order.py), which the picker
-                # task, running ahead of the allocator, could not promise.
-                if awake <= self.config.batch_size or self._fifo or fairshare.used:
-                    # A small session fits in one batch, and a strict-FIFO one
-                    # usually stops at its first job: starting two tasks would
-                    # cost more than the session (half of a --strict-fifo
-                    # replay, benchmarks/bench_simulate.py). The same picker and
-                    # allocator code runs in this task, batch by batch.
-                    sink = DirectSink(functools.partial(self._allocate_batch, stats=stats))
-                    await self._picker_task(sink, stats)
+            awake = self.state.pending_count - self._pending.sleeping_jobs
+            # Under fairshare too: a job's charge must be seen before the next
+            # pick under its account (_order.py), which the picker task,
+            # running ahead of the allocator, could not promise.
+            if awake <= self.config.batch_size or self._fifo or fairshare.used:
+                # A small session fits in one batch, and a strict-FIFO one
+                # usually stops at its first job: starting two tasks would cost
+                # more than the session (half of a --strict-fifo replay,
+                # benchmarks/bench_simulate.py). The same picker and allocator
+                # code runs in this task, batch by batch; when the allocators
+                # await only paced steps, without a cancel scope (entering and
+                # leaving one was an eighth of that replay): cancel_session()
+                # makes the next step raise SessionInterrupted.
+                sink = DirectSink(functools.partial(self._allocate_batch, stats=stats))
+                if self._scopeless:
+                    with contextlib.suppress(SessionInterrupted):
+                        await self._picker_task(sink, stats)
+                    complete = not self.scratch.pacer.interrupt
                 else:
+                    with anyio.CancelScope() as scope:
+                        self._scope = scope
+                        await self._picker_task(sink, stats)
+                    complete = not scope.cancel_called
+            else:
+                with anyio.CancelScope() as scope:
+                    self._scope = scope
                     send, receive = anyio.create_memory_object_stream[list[Item]](2)
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._picker_task, send, stats)
                         tg.start_soon(self._allocator_task, receive, stats, tg.cancel_scope)
-            complete = not scope.cancel_called
+                complete = not scope.cancel_called
         except Exception as exc:  # never a cancellation: those are BaseExceptions
             self._pending.broken()  # a heap operation may have raised midway
             where = f"session {stats.number} stopped: "

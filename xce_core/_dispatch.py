@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Final
 
-import anyio.lowlevel
-
 from xce_core._config import SchedulerConfig
 from xce_core._context import SchedContext
 from xce_core._iterators import PrimaryRequest
@@ -253,7 +251,7 @@ class _Prepared:
             total = 0
             for worker in group.workers:
                 if pacer.tick():
-                    await anyio.lowlevel.checkpoint()
+                    await pacer.pause()
                 cap = ctx.tasks_that_fit(worker, usage.want)
                 if ptile is not None and cap > ptile:
                     cap = ptile

@@ -14,8 +14,6 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Container, Iterator
 from typing import ClassVar, Protocol, final
 
-import anyio.lowlevel
-
 from xce_core._context import SchedContext
 from xce_core._model import Worker
 from xce_core._results import Status, Want
@@ -115,7 +113,7 @@ class PlanStream:
 
     async def __anext__(self) -> Plan:
         if self._pacer.tick():
-            await anyio.lowlevel.checkpoint()
+            await self._pacer.pause()
         if self._gen is None:
             raise StopAsyncIteration
         try:
@@ -190,7 +188,7 @@ class HostIterator:
 
     async def __anext__(self) -> Worker:
         if self._ctx.session.pacer.tick():
-            await anyio.lowlevel.checkpoint()
+            await self._ctx.session.pacer.pause()
         host = self.next_host()
         if host is None:
             raise StopAsyncIteration
@@ -232,7 +230,7 @@ async def allocate_plans(
         while True:
             if stream is not None:
                 if pacer.tick():
-                    await anyio.lowlevel.checkpoint()
+                    await pacer.pause()
                 plan = stream.next_plan()
                 if plan is None:
                     break
@@ -263,7 +261,7 @@ async def allocate_single(ctx: SchedContext, request: PrimaryRequest) -> Status:
     if tasks < 1 or tasks > candidates.max_free:
         return _UNSCHEDULABLE
     if ctx.session.pacer.tick():
-        await anyio.lowlevel.checkpoint()
+        await ctx.session.pacer.pause()
     # No host to exclude and nothing to roll back: no mark, no claimed set and
     # no iterator object, only the scan (this is the whole of benchmark B1,
     # benchmarks/bench_alloc.py).
@@ -314,7 +312,7 @@ async def _place_plan(ctx: SchedContext, request: PrimaryRequest, plan: Plan) ->
         left = len(plan)
         while left:
             if pacer.tick():
-                await anyio.lowlevel.checkpoint()
+                await pacer.pause()
             burst = pacer.burst(left)
             run, pos = cursor.scan_many(ctx, pos, burst)
             if len(run) < burst:  # the step after the last host found failed
@@ -331,7 +329,7 @@ async def _place_plan(ctx: SchedContext, request: PrimaryRequest, plan: Plan) ->
     hosts_want = want = first_want
     for bucket in plan:
         if pacer.tick():
-            await anyio.lowlevel.checkpoint()
+            await pacer.pause()
         # Each bucket size gets a fresh iterator (Req 3.3). A bucket as large as
         # the previous one continues that one's scan, which is the same as a
         # fresh scan: every host before its position was claimed or too small
@@ -364,6 +362,13 @@ class Allocator(ABC):
     # blocked groups may sleep across sessions (xce_core._sleep). The
     # built-ins do; a plugin must opt in.
     capacity_only: ClassVar[bool] = False
+    # True when this allocator awaits nothing but the core's paced steps (its
+    # plan stream, host iterators, allocate_plans): then a session small enough
+    # to run inline needs no cancel scope of its own, since cancel_session()
+    # reaches it at its next step (Pacer.pause). A plugin that awaits anything
+    # else (I/O, a sleep, another task) must leave it False: its sessions run
+    # in a cancel scope, which cancel_session() cancels. The built-ins declare it.
+    paced_only: ClassVar[bool] = False
 
     @abstractmethod
     def plans(self, request: PrimaryRequest, ctx: SchedContext) -> PlanIterator:

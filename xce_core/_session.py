@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio.lowlevel
+
 from xce_core._cache import UnsatisfiableCache
 from xce_core._cursor import HostCursor
 from xce_core._model import SLOTS, Worker, shortfall, tasks_that_fit
@@ -22,7 +24,7 @@ from xce_core.resreq import OrderKey, Primary, SelectExpr, Span
 if TYPE_CHECKING:
     from xce_core._state import ClusterState
 
-__all__ = ["CandidateSet", "Claims", "Pacer", "SessionScratch"]
+__all__ = ["CandidateSet", "Claims", "Pacer", "SessionInterrupted", "SessionScratch"]
 
 
 class Claims(Protocol):
@@ -34,18 +36,27 @@ class Claims(Protocol):
     def tasks_that_fit(self, worker: Worker, want: Want) -> int: ...
 
 
+class SessionInterrupted(BaseException):
+    """Raised by :meth:`Pacer.pause` in a session that ``cancel_session()``
+    interrupted and that runs without a cancel scope of its own (an inline
+    session, see ``SchedulerCore.run_session``). A ``BaseException``, like a
+    cancellation, so no ``except Exception`` on the way takes it for a fault;
+    ``run_session`` catches it."""
+
+
 class Pacer:
     """The budget behind every plan and host step of a session.
 
     Each step calls :meth:`tick`: a counter increment and a flag test, no await.
     Every ``every`` steps (``SchedulerConfig.yield_every``), and at the first
     step after ``cancel_session()`` set :attr:`interrupt`, ``tick`` tells the
-    caller to await ``anyio.lowlevel.checkpoint()``, which yields to the loop
-    and delivers any pending cancellation. So a step is a cancellation point
-    only when ``tick`` says so: ``cancel_session()`` stops a session at its next
-    step, while a cancellation from an enclosing scope arrives at the next
-    budgeted checkpoint (at most ``every`` steps later) or at any other await
-    of the session, whichever comes first.
+    caller to await :meth:`pause`, which yields to the loop and delivers any
+    pending cancellation, or :class:`SessionInterrupted` once the session was
+    interrupted. So a step is a cancellation point only when ``tick`` says so:
+    ``cancel_session()`` stops a session at its next step, while a cancellation
+    from an enclosing scope arrives at the next budgeted checkpoint (at most
+    ``every`` steps later) or at any other await of the session, whichever
+    comes first.
     """
 
     __slots__ = ("count", "every", "interrupt")
@@ -64,6 +75,15 @@ class Pacer:
             self.count = 0
             return True
         return False
+
+    async def pause(self) -> None:
+        """The checkpoint a :meth:`tick` asked for: ``anyio.lowlevel.checkpoint()``,
+        then :class:`SessionInterrupted` if ``cancel_session()`` was called (a
+        session in a cancel scope of its own is cancelled by the checkpoint
+        first)."""
+        await anyio.lowlevel.checkpoint()
+        if self.interrupt:
+            raise SessionInterrupted
 
     def burst(self, steps: int) -> int:
         """Right after :meth:`tick`: how many of the next ``steps`` steps, the one

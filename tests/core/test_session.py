@@ -354,6 +354,40 @@ async def test_cancel_during_real_allocation_leaves_only_whole_allocations() -> 
     )
 
 
+@pytest.mark.parametrize("strict_fifo", [False, True])
+async def test_cancel_of_an_inline_session_stops_at_its_next_step(strict_fifo: bool) -> None:
+    """A session of at most batch_size jobs runs inline, and with the built-in
+    allocators without a cancel scope: cancel_session() must still stop it at its
+    next plan or host step, with only whole allocations left behind."""
+    from tests.core.test_invariants import check_invariants
+
+    core = SchedulerCore(SchedulerConfig(yield_every=1, strict_fifo=strict_fifo))
+    events = [up(f"h{i}", 1) for i in range(64)]
+    # Every job fits: a session that ran to its end would start all 40.
+    events += [submit(f"j{i}", tasks=1 + i % 2) for i in range(40)]
+    await process_events(events, core=core)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(core.run_session)
+        for _ in range(20):  # into the session's steps, then cancel
+            await anyio.lowlevel.checkpoint()
+        assert core.in_session
+        core.cancel_session()
+    assert not core.in_session
+    out = core.take_decisions()
+    end = out[-1]
+    assert isinstance(end, SessionEnd)
+    assert 0 < end.allocated < 40
+    check_invariants(core)
+    assert core.state.running_count == end.allocated
+    assert sum(w.used_slots for w in core.state.live_workers()) == sum(
+        sum(n for _, n in j.allocation) for j in core.state.jobs.values() if j.allocation
+    )
+    # The jobs it did not reach are tried next time, and all fit.
+    out = await process_events([GO], core=core)
+    assert len(allocations(out)) == 40 - end.allocated
+
+
 class ConstantPicker(Picker):
     """A careless plugin: every job has the same key."""
 

@@ -386,7 +386,8 @@ class MsgpackFramer:
     longer than the limit is reported as soon as its prefix arrives (naming the
     claimed length and the limit) and its bytes are skipped as they arrive; the
     stream carries on after them. If the input ends before they all arrived,
-    :meth:`close` reports that too, under the same index. Not thread-safe; each
+    :meth:`close` reports that too, as the next item (an index of its own,
+    naming the frame's). Not thread-safe; each
     method is synchronous and never blocks.
     """
 
@@ -452,12 +453,14 @@ class MsgpackFramer:
         out: list[Any] = []
         have = len(self._buf)
         if self._skip:
+            # An item of its own, after the frame reported as it began: every
+            # rejection has an index no other item has.
             index, size = self._skipped
             error = (
                 f"truncated frame: input ended {self._skip} bytes before the end of"
-                f" the {size}-byte frame skipped as over the limit"
+                f" the {size}-byte frame skipped as over the limit (event {index})"
             )
-            out.append(BadEvent(index, None, error))
+            out.append(BadEvent(self._index, None, error))
         elif have:
             if have < _HEADER_SIZE:
                 error = f"truncated frame: {have} of {_HEADER_SIZE} length-prefix bytes"

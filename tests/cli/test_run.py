@@ -257,6 +257,10 @@ def test_a_lying_msgpack_length_is_reported_at_once_and_at_the_end() -> None:
     ]
     assert "4294967295 bytes exceeds the 1048576-byte limit" in decisions[2]["error"]
     assert "truncated frame: input ended" in decisions[3]["error"]
+    # Two items, each under its own index, and the text's index is the decision's.
+    assert [d["index"] for d in decisions[2:]] == [3, 4]
+    assert decisions[3]["error"].startswith("event 4: ")
+    assert decisions[3]["error"].endswith("skipped as over the limit (event 3)")
 
 
 # --------------------------------------------------------------------------- sockets

@@ -86,9 +86,9 @@ def msgpack_alone(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> list[Any]:
                 missing = stop - len(data)
                 error = (
                     f"truncated frame: input ended {missing} bytes before the end of"
-                    f" the {size}-byte frame skipped as over the limit"
+                    f" the {size}-byte frame skipped as over the limit (event {index})"
                 )
-                out.append(BadEvent(index, None, error))
+                out.append(BadEvent(index + 1, None, error))
                 break
         elif stop > len(data):
             error = f"truncated frame: {len(data) - body} of {size} payload bytes"

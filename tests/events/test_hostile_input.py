@@ -106,10 +106,10 @@ def test_a_lying_length_prefix_is_reported_at_once_and_again_at_the_end() -> Non
     missing = 4294967295 - len(swallowed) - len(good)
     assert decoder.close() == [
         BadEvent(
-            1,
+            2,  # an item of its own, naming the frame's index
             None,
             f"truncated frame: input ended {missing} bytes before the end of the"
-            " 4294967295-byte frame skipped as over the limit",
+            " 4294967295-byte frame skipped as over the limit (event 1)",
         )
     ]
     # The decoder is fresh again.

@@ -451,3 +451,26 @@ def test_a_trace_name_that_is_not_utf8_is_escaped_in_the_json_summary(tmp_path: 
     summary = json.loads(run(trace, "--limit", "20", "--json", "-q"))
     assert summary["provenance"]["trace"]["name"] == "bad\\xffname.swf"
     assert summary["provenance"]["options"]["trace"].endswith("bad\\xffname.swf")
+
+
+@pytest.mark.parametrize("where", ["closed", "full"])
+def test_a_summary_that_cannot_be_written_is_an_error(tmp_path: Path, where: str) -> None:
+    # The schedule is written all the same; the exit status says the summary
+    # was lost (it was 0 with stdout closed, and a traceback on a full disk).
+    schedule = tmp_path / "s.jsonl"
+    args = [sys.executable, "-c", "from xce_core.cli import main; main()", "simulate"]
+    args += [str(EXAMPLE), "-q", "--schedule", str(schedule)]
+    with open("/dev/full", "w") if where == "full" else open(os.devnull, "w") as full:
+        result = subprocess.run(
+            args,
+            stdout=full if where == "full" else None,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=(lambda: os.close(1)) if where == "closed" else None,
+            timeout=120,
+            check=False,
+        )
+    assert result.returncode == 1
+    problem = "stdout is closed" if where == "closed" else "stdout: No space left on device"
+    assert result.stderr.strip() == f"Error: cannot write the summary: {problem}"
+    assert schedule.read_text().count("\n") > 0

@@ -42,6 +42,27 @@ def stderr_line(message: str) -> None:
     sys.stderr.flush()
 
 
+def stdout_text(text: str) -> str | None:
+    """Write ``text`` and a newline to stdout and flush it; ``None`` when done,
+    else why it could not be (stdout closed when the command started, a full
+    disk, a reader gone): the caller reports that and exits 1."""
+    out = sys.stdout
+    if out is None:  # Python leaves it None when descriptor 1 was closed
+        return "stdout is closed"
+    try:
+        out.write(text + "\n")
+        out.flush()
+    except OSError as exc:
+        with contextlib.suppress(OSError, ValueError):
+            # What is still buffered goes nowhere: the interpreter's own flush
+            # at exit must not fail again (with a traceback).
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, out.fileno())
+            os.close(null)
+        return f"stdout: {exc.strerror or exc}"
+    return None
+
+
 # --------------------------------------------------------------------------- fds
 
 

@@ -29,7 +29,7 @@ from xce_core import (
     default_registry,
     parse_resreq,
 )
-from xce_core.cli._endpoints import stderr_line
+from xce_core.cli._endpoints import stderr_line, stdout_text
 from xce_core.cli._logging import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -228,7 +228,8 @@ def simulate_command(
     --progress-interval seconds); -q turns it off, -v logs what is done.
     \b
     Exit status: 0 done; 1 bad input (trace, cluster file) or an output that
-    could not be written; 2 usage error; 130 SIGINT; 143 SIGTERM.
+    could not be written (the summary too: stdout closed or full); 2 usage
+    error; 130 SIGINT; 143 SIGTERM.
     """
     configure_logging(verbose, quiet)
     params = click.get_current_context().params
@@ -354,10 +355,10 @@ def _simulate(params: dict[str, Any], *, quiet: bool, progress_interval: float) 
             summary.stopped_at or 0.0,
         )
     errors = outputs.write(result, title=f"{o.trace.name}: {summary.policy}")
-    if o.as_json:
-        click.echo(msgspec.json.encode(summary).decode())
-    else:
-        click.echo(format_table(summary))
+    text = msgspec.json.encode(summary).decode() if o.as_json else format_table(summary)
+    problem = stdout_text(text)
+    if problem is not None:
+        errors.append(f"cannot write the summary: {problem}")
     for error in errors:
         stderr_line(f"Error: {error}")
     if stop.signum is not None:

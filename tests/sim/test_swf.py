@@ -6,6 +6,7 @@ import bz2
 import gzip
 import io
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from xce_core.sim import (
     write_swf,
 )
 from xce_core.sim._swf import _Lines
+from xce_core.sim._swf_record import parse_exact
 
 TRACE = """\
 ; Version: 2.2
@@ -288,3 +290,31 @@ def test_write_then_read_round_trips(tmp_path: Path) -> None:
     again = read_swf(write(tmp_path, out.getvalue(), "again.swf"))
     assert again.jobs == jobs
     assert again.header == {"MaxProcs": "16", "Note": "two\nlines: here"}
+
+
+_TOKENS = [
+    "0", "-1", "7", "-0", "3.25", "1e3", "1E+05", "5.0", "+1", ".5", "5.", "01", "1_0",
+    "1,2", "[1", "1]", "[]", "true", '"1"', "nan", "inf", "1e400", "9007199254740993",
+    "1e-7", "[" * 3000,
+]  # fmt: skip
+_READ_AS_FLOAT_DOES = (
+    st.sampled_from(_TOKENS)
+    | st.integers(-3, 2**54).map(str)
+    | st.floats(allow_nan=True).map(repr)
+)
+
+
+@given(st.lists(_READ_AS_FLOAT_DOES, min_size=18, max_size=18))
+def test_the_fast_path_reads_a_line_as_float_reads_its_tokens(tokens: list[str]) -> None:
+    """parse_swf_line decodes a line as one JSON array first: whatever it reads,
+    and whatever it refuses, must be what reading each token with float()
+    (parse_exact) gives, error message included."""
+
+    def outcome(read: Callable[[], SwfJob]) -> SwfJob | str:
+        try:
+            return read()
+        except ValueError as exc:
+            return str(exc)
+
+    line = " ".join(tokens)
+    assert outcome(lambda: parse_swf_line(line)) == outcome(lambda: parse_exact(tokens))

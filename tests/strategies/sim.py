@@ -64,6 +64,10 @@ SWF_NASTY_TOKENS = [
     "9007199254740992", "18446744073709551616", "1e16", "10000000001", "1099511627777",
     "-2", "-1.5", "-0", "0x10", "1_0", "1e", ".", "+", "--1", "", "3.5", "2.000001",
     "\u0661\u0662", "\u00bd", "\x00", "\x1c", "1\u00a0", "\u2003", "\ufeff1", "1" * 400,
+    # What float() reads and JSON does not, or JSON reads as something else (the
+    # reader's fast path decodes the line as a JSON array).
+    "+1", ".5", "5.", "01", "1E+05", "-0.0e-0", "1,2", "[1", "1]", "[]", "{}", "true",
+    "null", '"1"', "[" * 3000, "1e-7", "5.0e0",
 ]  # fmt: skip
 
 

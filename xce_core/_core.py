@@ -131,6 +131,8 @@ class SchedulerCore:
             for name in (config.sequential_allocator, config.parallel_allocator)
         )
         self._limits = Limits()
+        # Fingerprints of jobs a limit held this session (see _end_session).
+        self._limit_held: set[int] = set()
         self._cluster_limits: list[Limit] = []
         self._queue_limits: dict[str, list[Limit]] = {}
         self._fifo = config.strict_fifo and config.backfill == "none"
@@ -541,7 +543,14 @@ class SchedulerCore:
         if self._fifo and complete:
             self._tell_behind(stats)
         scratch = self.scratch
-        self._pending.finish(complete, scratch.cache.entries, scratch.commits, scratch.failed_at)
+        failed: Mapping[int, PendReason] = scratch.cache.entries
+        if self._limit_held:
+            # A group with a member a limit held reports two reasons: it is
+            # tried again next session rather than put to sleep with one.
+            held = self._limit_held
+            failed = {fp: reason for fp, reason in failed.items() if fp not in held}
+            held.clear()
+        self._pending.finish(complete, failed, scratch.commits, scratch.failed_at)
         if self._backfill is not None:
             self._outbox += self._backfill.end(stats.number)
         self._scope = None
@@ -637,6 +646,11 @@ class SchedulerCore:
             if backfill is not None and (held := backfill.refused(job, scratch.now)) is not None:
                 self._pend(1, (job,), held, stats, cached=True)
                 continue
+            if limits and (held := limits.held(job)) is not None:
+                # Over a limit whatever hosts it gets: no attempt (_limits.py).
+                self._limit_held.add(job.fingerprint)
+                self._pend(1, (job,), held, stats, cached=False)
+                continue
             stats.attempts += 1
             if ctx is None:
                 ctx = SchedContext(state, scratch, job)
@@ -665,6 +679,7 @@ class SchedulerCore:
                     if backfill is not None:
                         await backfill.on_failure(job, scratch.now)
                 elif limits and (held := limits.check(job, ctx.journal, ctx.shared)) is not None:
+                    self._limit_held.add(job.fingerprint)
                     self._pend(1, (job,), held, stats, cached=False)
                     continue
                 elif (

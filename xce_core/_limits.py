@@ -13,9 +13,12 @@ A separate check from feasibility: a job held back by a limit pends with
 limit never makes another user's job of the same shape pend. The check runs
 after a successful attempt, on the attempt's exact claims, before the commit:
 a job that could not start anyway pends for that reason (what to act on
-first), which also keeps a sleeping group's reason true whatever the limits do
-(a check before the attempt would let commits under a limit change the
-category of jobs that sleep).
+first). One case is checked before the attempt (:meth:`Limits.held`): when
+the limit's consumers already hold so much of a cluster-wide limit that the
+job is over it whatever hosts it gets, it pends with ``limit_reached`` at
+once (its limit is then what to act on: it cannot start before their jobs
+end). A group with a member held by a limit in a session does not sleep after
+it (its members do not all report the group's reason).
 """
 
 from __future__ import annotations
@@ -211,6 +214,37 @@ class Limits:
                 have = used.amounts.get(name, 0.0)
                 if have + amounts.get(name, 0.0) > cap + 1e-9 and amounts.get(name, 0.0) > 0:
                     return _reached(limit, key, name, have, cap)
+        return None
+
+    def held(self, job: Job) -> PendReason | None:
+        """Why ``job`` cannot start whatever hosts it would get, or ``None``: a
+        limit counting the whole cluster (no ``hosts``, no ``per_host``) whose
+        consumers already hold so many jobs that one more is over its ``jobs``,
+        or so many slots that the job's fewest tasks (each a slot at least)
+        are over its ``slots``. The same reason :meth:`check` would give after
+        an attempt; checked before one, so a user at a limit costs a few
+        lookups a job and session, not an attempt each (a replay of the NASA
+        trace under a per-user slot limit took more than 10 minutes)."""
+        for index, key, limit in self._keys(job):
+            hosts = limit.hosts
+            if limit.per_host is not None or (hosts is not None and "all" not in hosts):
+                continue
+            if limit.slots is None and limit.jobs is None:
+                continue
+            if limit.slots is not None and job.min_tasks > limit.slots:
+                who = _who(key)
+                return PendReason(
+                    Reason.LIMIT_REACHED,
+                    f"limit {limit.name}: SLOTS{f' ({who})' if who else ''}:"
+                    f" {job.min_tasks} wanted, more than its {limit.slots}: never within it",
+                )
+            used = self._usage.get((index, (*key, "*")))
+            if used is None:
+                continue
+            if limit.slots is not None and used.slots + job.min_tasks > limit.slots:
+                return _reached(limit, (*key, "*"), "SLOTS", used.slots, limit.slots)
+            if limit.jobs is not None and used.jobs + 1 > limit.jobs:
+                return _reached(limit, (*key, "*"), "JOBS", used.jobs, limit.jobs)
         return None
 
     def charge(self, job: Job, claims: Claims, shared: dict[str, float], sign: int) -> None:

@@ -49,6 +49,30 @@ async def test_a_per_user_slot_limit_holds_one_user_back_and_not_another() -> No
     assert not why.cached  # never the unsatisfiable cache: bob's identical job started
 
 
+async def test_a_job_over_its_limit_whatever_hosts_it_gets_is_not_attempted() -> None:
+    # ann holds her 2 slots: her next job pends at once, whatever the hosts
+    # (the cluster has room); her 3-task job can never start under the limit,
+    # and says so, even on a cluster with no room for it now.
+    limits = LimitsConfig(limits=[Limit(name="u2", per_user=["all"], slots=2)])
+    core = SchedulerCore()
+    events: list[InputEvent] = [up("h", 4), limits, submit("a0", tasks=2, user="ann"), GO]
+    assert started(await process_events(events, core=core)) == ["a0"]
+    events = [submit("a1", user="ann"), submit("big", tasks=3, user="ann"), GO]
+    out = await process_events(events, core=core)
+    assert started(out) == []
+    assert core.last_session is not None
+    assert core.last_session.attempts == 0
+    assert pended(out)["a1"].detail == "limit u2: SLOTS (PER_USER ann): 2/2 in use"
+    assert pended(out)["big"].reason == "limit_reached"
+    assert pended(out)["big"].detail == (
+        "limit u2: SLOTS (PER_USER ann): 3 wanted, more than its 2: never within it"
+    )
+    # The limit, not the slots, is what keeps it: it says so on a full cluster too.
+    out = await process_events([submit("fill", tasks=2, user="bob"), GO], core=core)
+    assert started(out) == ["fill"]
+    assert core.state.jobs["big"].last_reason == "limit_reached"
+
+
 async def test_a_limit_frees_as_jobs_end_and_counts_users_together() -> None:
     limits = LimitsConfig(limits=[Limit(name="team", users=["ann", "bob"], jobs=2)])
     core = SchedulerCore()

@@ -109,6 +109,36 @@ async def test_sleeping_never_changes_a_decision_or_a_category(
     assert per_session(await run(events, asleep)) == per_session(await run(events, awake))
 
 
+@pytest.mark.parametrize("held_first", [True, False])
+async def test_a_group_with_a_member_held_by_a_limit_does_not_sleep(held_first: bool) -> None:
+    # u0's A and u2's B want a type a host; u0 is at its limit (its job on the
+    # b host), u2 is not. B fails on capacity: the group's fingerprint failed.
+    # Had the group slept with B's reason, A (limit_reached) would never hear
+    # that, once u0's b job ends, it waits for capacity: the b host cannot
+    # wake a group watching type a hosts.
+    go = SessionBegin()
+    events: list[InputEvent] = [
+        LimitsConfig(limits=[Limit(name="one", per_user=["all"], slots=1)]),
+        up("a1", 1, type="a"),
+        up("b1", 1, type="b"),
+        submit("jb", "select[type==b]", user="u0"),
+        submit("ja", "select[type==a]", user="u1"),
+        go,
+    ]
+    second = [submit("A", "select[type==a]", user="u0"), submit("B", "select[type==a]", user="u2")]
+    events += [*(second if held_first else second[::-1]), go, JobFinished(job_id="jb"), go]
+    asleep = await run(events, SchedulerCore())
+    awake = await run(events, SchedulerCore(SchedulerConfig(sleep_blocked_groups=False)))
+    assert per_session(asleep) == per_session(awake)
+    told = [(d.session, d.job_id, d.reason) for d in asleep if isinstance(d, JobPended)]
+    assert (2, "B", "not_enough_slots") in told
+    if held_first:  # A is over its limit whatever host it gets: not attempted
+        assert (2, "A", "limit_reached") in told
+        assert (3, "A", "not_enough_slots") in told
+    else:  # B's failure is cached first: A pends for it too
+        assert (2, "A", "not_enough_slots") in told
+
+
 async def test_a_blocked_group_sleeps_until_capacity_is_freed_on_a_host_it_can_use() -> None:
     core = SchedulerCore()
     events = [up("a1", 1, type="a"), up("b1", 1, type="b")]

@@ -52,7 +52,16 @@ class _Usage:
 class Limits:
     """The configured limits and what running jobs hold under each."""
 
-    __slots__ = ("_covering", "_groups", "_hosts", "_limits", "_usage", "_users", "by_host")
+    __slots__ = (
+        "_covering",
+        "_groups",
+        "_held",
+        "_hosts",
+        "_limits",
+        "_usage",
+        "_users",
+        "by_host",
+    )
 
     def __init__(self) -> None:
         self._limits: list[Limit] = []
@@ -70,6 +79,11 @@ class Limits:
         # nothing else, and a session asks it twice per start (check, charge;
         # benchmark B12 of benchmarks/bench_fairshare.py). Emptied by reindex.
         self._covering: dict[tuple[str, str, str], list[tuple[int, tuple[str, ...], Limit]]] = {}
+        # The reasons held() gives, by (limit index, consumer key, what, figure):
+        # a held job is looked at every session, and writing its reason was
+        # half of that (a NASA replay under a per-user limit,
+        # benchmarks/bench_simulate.py's trace). Emptied by reindex.
+        self._held: dict[tuple[int, tuple[str, ...], str, int], PendReason] = {}
 
     def __bool__(self) -> bool:
         return bool(self._limits)
@@ -117,6 +131,7 @@ class Limits:
         """What is derived from the limits and the user groups: each limit's
         users with the groups expanded, and whether any limit is by host."""
         self._covering = {}
+        self._held = {}
         self._users = [
             (self._expand(limit.users), self._expand(limit.per_user)) for limit in self._limits
         ]
@@ -231,21 +246,41 @@ class Limits:
                 continue
             if limit.slots is None and limit.jobs is None:
                 continue
-            if limit.slots is not None and job.min_tasks > limit.slots:
-                who = _who(key)
-                return PendReason(
-                    Reason.LIMIT_REACHED,
-                    f"limit {limit.name}: SLOTS{f' ({who})' if who else ''}:"
-                    f" {job.min_tasks} wanted, more than its {limit.slots}: never within it",
-                )
+            tasks = job.min_tasks
+            if limit.slots is not None and tasks > limit.slots:
+                memo = (index, key, "never", tasks)
+                reason = self._held.get(memo)
+                if reason is None:
+                    who = _who(key)
+                    reason = PendReason(
+                        Reason.LIMIT_REACHED,
+                        f"limit {limit.name}: SLOTS{f' ({who})' if who else ''}:"
+                        f" {tasks} wanted, more than its {limit.slots}: never within it",
+                    )
+                    self._remember(memo, reason)
+                return reason
             used = self._usage.get((index, (*key, "*")))
             if used is None:
                 continue
-            if limit.slots is not None and used.slots + job.min_tasks > limit.slots:
-                return _reached(limit, (*key, "*"), "SLOTS", used.slots, limit.slots)
-            if limit.jobs is not None and used.jobs + 1 > limit.jobs:
-                return _reached(limit, (*key, "*"), "JOBS", used.jobs, limit.jobs)
+            if limit.slots is not None and used.slots + tasks > limit.slots:
+                memo = (index, key, "SLOTS", used.slots)
+            elif limit.jobs is not None and used.jobs + 1 > limit.jobs:
+                memo = (index, key, "JOBS", used.jobs)
+            else:
+                continue
+            reason = self._held.get(memo)
+            if reason is None:
+                cap = limit.slots if memo[2] == "SLOTS" else limit.jobs
+                assert cap is not None
+                reason = _reached(limit, (*key, "*"), memo[2], memo[3], cap)
+                self._remember(memo, reason)
+            return reason
         return None
+
+    def _remember(self, memo: tuple[int, tuple[str, ...], str, int], reason: PendReason) -> None:
+        if len(self._held) >= _HELD_MEMO:  # distinct consumers and figures are unbounded
+            self._held.clear()
+        self._held[memo] = reason
 
     def charge(self, job: Job, claims: Claims, shared: dict[str, float], sign: int) -> None:
         """Count a job that starts (+1) or ends (-1) with ``claims``/``shared``."""
@@ -318,6 +353,8 @@ class Limits:
             return None
         return rooms, reason
 
+
+_HELD_MEMO = 10_000
 
 # What a limit's consumers hold when they hold nothing, and amounts not
 # counted (read only, both).

@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -310,11 +311,13 @@ def test_the_fast_path_reads_a_line_as_float_reads_its_tokens(tokens: list[str])
     and whatever it refuses, must be what reading each token with float()
     (parse_exact) gives, error message included."""
 
-    def outcome(read: Callable[[], SwfJob]) -> SwfJob | str:
+    def outcome(read: Callable[[], SwfJob]) -> list[tuple[object, type]] | str:
         try:
-            return read()
+            job = read()
         except ValueError as exc:
             return str(exc)
+        # Each value with its type: 5 == 5.0, but an int time would print apart.
+        return [(value, type(value)) for value in msgspec.structs.astuple(job)]
 
     line = " ".join(tokens)
     assert outcome(lambda: parse_swf_line(line)) == outcome(lambda: parse_exact(tokens))

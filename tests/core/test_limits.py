@@ -17,13 +17,14 @@ from events import (
     JobAllocated,
     JobFinished,
     JobPended,
+    JobReserved,
     Limit,
     LimitsConfig,
     SessionBegin,
 )
 from tests.core.test_invariants import check_invariants, op, to_events
 from tests.helpers import submit, up
-from xce_core import JobState, SchedulerConfig, SchedulerCore, process_events
+from xce_core import JobState, SchedulerConfig, SchedulerCore, VirtualClock, process_events
 
 GO = SessionBegin()
 
@@ -71,6 +72,26 @@ async def test_a_job_over_its_limit_whatever_hosts_it_gets_is_not_attempted() ->
     out = await process_events([submit("fill", tasks=2, user="bob"), GO], core=core)
     assert started(out) == ["fill"]
     assert core.state.jobs["big"].last_reason == "limit_reached"
+
+
+async def test_under_easy_backfill_a_job_its_limit_holds_gets_no_reservation() -> None:
+    # ann holds her 2 slots; her 2-task job could not fit anyway (1 host free),
+    # but it waits for her limit, not for the cluster: the reservation goes to
+    # cy's blocked job behind it, which does wait for the cluster.
+    limits = LimitsConfig(limits=[Limit(name="u2", per_user=["all"], slots=2)])
+    core = SchedulerCore(SchedulerConfig(backfill="easy"), clock=VirtualClock())
+    events: list[InputEvent] = [*(up(f"h{i}") for i in range(4)), limits]
+    events += [submit(f"a{i}", user="ann", run_limit=10.0) for i in range(2)]
+    events += [submit("b0", user="bob", run_limit=50.0), GO]
+    assert started(await process_events(events, core=core)) == ["a0", "a1", "b0"]
+    events = [
+        submit("A", tasks=2, user="ann", run_limit=10.0),
+        submit("B", tasks=2, user="cy", run_limit=10.0),
+        GO,
+    ]
+    out = await process_events(events, core=core)
+    assert pended(out)["A"].reason == "limit_reached"
+    assert [d.job_id for d in out if isinstance(d, JobReserved)] == ["B"]
 
 
 async def test_a_limit_frees_as_jobs_end_and_counts_users_together() -> None:

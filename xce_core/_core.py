@@ -119,17 +119,11 @@ class SchedulerCore:
             and config.backfill == "none"  # the head must be seen every session
             and config.unsatisfiable_cache
             and not config.strict_fifo
-            and all(
-                getattr(self.registry.allocator(name), "capacity_only", False)
-                for name in (config.sequential_allocator, config.parallel_allocator)
-            )
+            and self._allocators_declare("capacity_only")
         )
         # Inline sessions without a cancel scope (run_session): only when no
         # allocator may await anything the pacer does not see.
-        self._scopeless = all(
-            getattr(self.registry.allocator(name), "paced_only", False)
-            for name in (config.sequential_allocator, config.parallel_allocator)
-        )
+        self._scopeless = self._allocators_declare("paced_only")
         self._limits = Limits()
         # Fingerprints of jobs a limit held this session (see _end_session).
         self._limit_held: set[int] = set()
@@ -172,6 +166,15 @@ class SchedulerCore:
         self._scope: anyio.CancelScope | None = None
         self.changed = False
         self.last_session: SessionStats | None = None
+
+    def _allocators_declare(self, flag: str) -> bool:
+        """Whether both configured allocators set the class attribute ``flag``
+        (``capacity_only``, ``paced_only``: see :class:`Allocator`)."""
+        config = self.config
+        return all(
+            getattr(self.registry.allocator(name), flag, False)
+            for name in (config.sequential_allocator, config.parallel_allocator)
+        )
 
     # ------------------------------------------------------------------ events
 
@@ -649,8 +652,7 @@ class SchedulerCore:
                 continue
             if limits and (held := limits.held(job)) is not None:
                 # Over a limit whatever hosts it gets: no attempt (_limits.py).
-                self._limit_held.add(job.fingerprint)
-                self._pend(1, (job,), held, stats, cached=False)
+                self._pend_limited(job, held, stats)
                 continue
             stats.attempts += 1
             if ctx is None:
@@ -680,8 +682,7 @@ class SchedulerCore:
                     if backfill is not None:
                         await backfill.on_failure(job, scratch.now)
                 elif limits and (held := limits.check(job, ctx.journal, ctx.shared)) is not None:
-                    self._limit_held.add(job.fingerprint)
-                    self._pend(1, (job,), held, stats, cached=False)
+                    self._pend_limited(job, held, stats)
                     continue
                 elif (
                     backfill is not None
@@ -718,6 +719,13 @@ class SchedulerCore:
             return True
         ctx.reset(ctx.job)
         return held if await allocate(ctx) else False
+
+    def _pend_limited(self, job: Job, reason: PendReason, stats: SessionStats) -> None:
+        """Pend ``job``, which a limit holds back: never cached (another
+        consumer's job of its shape may start), and its group does not sleep
+        after this session (_end_session)."""
+        self._limit_held.add(job.fingerprint)
+        self._pend(1, (job,), reason, stats, cached=False)
 
     def _pend_on_fault(self, job: Job, exc: Exception, stats: SessionStats) -> None:
         """Pend ``job`` after a fault in its attempt (not cached: it may be this

@@ -263,16 +263,15 @@ class Limits:
             if used is None:
                 continue
             if limit.slots is not None and used.slots + tasks > limit.slots:
-                memo = (index, key, "SLOTS", used.slots)
+                what, figure, cap = "SLOTS", used.slots, limit.slots
             elif limit.jobs is not None and used.jobs + 1 > limit.jobs:
-                memo = (index, key, "JOBS", used.jobs)
+                what, figure, cap = "JOBS", used.jobs, limit.jobs
             else:
                 continue
+            memo = (index, key, what, figure)
             reason = self._held.get(memo)
             if reason is None:
-                cap = limit.slots if memo[2] == "SLOTS" else limit.jobs
-                assert cap is not None
-                reason = _reached(limit, (*key, "*"), memo[2], memo[3], cap)
+                reason = _reached(limit, (*key, "*"), what, figure, cap)
                 self._remember(memo, reason)
             return reason
         return None

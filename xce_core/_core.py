@@ -665,7 +665,7 @@ class SchedulerCore:
                     if isinstance(within, PendReason):
                         # It fits, only not within its host limits: not cached
                         # (another user's job of its shape may fit).
-                        self._pend(1, (job,), within, stats, cached=False)
+                        self._pend_limited(job, within, stats)
                         continue
                     allocated = within
                 else:

@@ -190,6 +190,15 @@ class FairGroup(JobGroup):
         self.heap = heap
         self.held = []
 
+    def forget(self) -> None:
+        """Let go of every member and run (see :meth:`JobGroup.forget`)."""
+        super().forget()
+        self.runs = {}
+        self.heap = []
+        self.held = []
+        self.taken = []
+        self.touched = []
+
     # ------------------------------------------------------------ sessions
 
     def begin(self) -> None:

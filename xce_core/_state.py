@@ -421,6 +421,7 @@ class ClusterState:
             if isinstance(group, FairGroup):
                 for run in group.runs.values():
                     run.account.groups.discard(group)
+            group.forget()
 
     def job_rejected(self, ev: JobSubmitted) -> None:
         """Remember a job that was refused, so its id cannot be reused silently.

@@ -400,12 +400,19 @@ class SchedulerCore:
             self._outbox.append(JobRejected(job_id=job_id, error=shape))
             return
         pending = state.pending_count
+        origin = self._shapes.origin(ev)
+        # A job over a limit whatever else runs is parked: no session looks at
+        # it until the limits change (_repark).
+        never = self._limits.never(origin[:3], shape.min_tasks) if self._limits else None
         try:
-            job = state.job_submitted(ev, shape, self._shapes.origin(ev))
+            job = state.job_submitted(ev, shape, origin, place=never is None)
         except Exception:
             # A fault part of the way in (a picker's order_key, say).
             forget_partial_job(state, ev, pending)
             raise
+        if never is not None:
+            self._pending.park(job, never)
+            return
         self._pending.submitted(job)
         if self._fifo:
             self._untold.append(job)
@@ -425,6 +432,31 @@ class SchedulerCore:
         self._limits.configure(every, running, user_groups)
         self._cluster_limits = list(cluster)
         self._queue_limits = {name: limits for name, limits in queues.items() if limits}
+        self._repark()
+
+    def _repark(self) -> None:
+        """After the limits changed: the parked jobs they no longer hold back
+        rejoin their groups, and the pending jobs they now hold back whatever
+        else runs (:meth:`Limits.never`) are parked. O(pending jobs), once per
+        limits change; every group then wakes and the order is built again."""
+        state, limits, pending = self.state, self._limits, self._pending
+        held = {
+            job: reason
+            for job in state.jobs.values()
+            if job.state is PENDING and (reason := limits.never_for(job)) is not None
+        }
+        if not held and not pending.parked:
+            return
+        back = [job for job in pending.unpark_all() if job not in held]
+        gone = [job for job in held if job.group is not None]
+        if back or gone:
+            pending.wake_all()
+            state.withdraw(gone)
+            for job in back:
+                state.readmit(job)
+            pending.broken()
+        for job, reason in held.items():
+            pending.park(job, reason)  # told again only if its category changed
 
     def _discharge(self, job_id: str) -> None:
         """Before a running job ends: take what it held off the limits and its

@@ -154,7 +154,10 @@ class Limits:
         """The (limit index, consumer key, limit) of each limit that covers
         ``job`` (not to be changed by the caller: one list per consumer,
         shared)."""
-        values = (job.user, job.queue, job.project)
+        return self._keys_of((job.user, job.queue, job.project))
+
+    def _keys_of(self, values: tuple[str, str, str]) -> list[tuple[int, tuple[str, ...], Limit]]:
+        """:meth:`_keys` of a job of ``(user, queue, project)``."""
         known = self._covering.get(values)
         if known is None:
             known = self._covering[values] = self._cover(values)
@@ -247,18 +250,9 @@ class Limits:
             if limit.slots is None and limit.jobs is None:
                 continue
             tasks = job.min_tasks
-            if limit.slots is not None and tasks > limit.slots:
-                memo = (index, key, "never", tasks)
-                reason = self._held.get(memo)
-                if reason is None:
-                    who = _who(key)
-                    reason = PendReason(
-                        Reason.LIMIT_REACHED,
-                        f"limit {limit.name}: SLOTS{f' ({who})' if who else ''}:"
-                        f" {tasks} wanted, more than its {limit.slots}: never within it",
-                    )
-                    self._remember(memo, reason)
-                return reason
+            never = self._never(index, key, limit, tasks)
+            if never is not None:
+                return never
             used = self._usage.get((index, (*key, "*")))
             if used is None:
                 continue
@@ -275,6 +269,50 @@ class Limits:
                 self._remember(memo, reason)
             return reason
         return None
+
+    def never(self, consumer: tuple[str, str, str], tasks: int) -> PendReason | None:
+        """Why a job of ``consumer`` (user, queue, project) and at least ``tasks``
+        tasks can never start under these limits, whatever else runs, or
+        ``None``: a limit counting the whole cluster whose ``slots`` are fewer
+        than its tasks, or whose ``jobs`` is 0. Only new limits (or user
+        groups they name) can change the answer: the core parks such a job
+        out of every session until then (:meth:`PendingQueue.park`)."""
+        for index, key, limit in self._keys_of(consumer):
+            hosts = limit.hosts
+            if limit.per_host is not None or (hosts is not None and "all" not in hosts):
+                continue
+            reason = self._never(index, key, limit, tasks)
+            if reason is not None:
+                return reason
+        return None
+
+    def never_for(self, job: Job) -> PendReason | None:
+        """:meth:`never` for pending ``job`` (``None`` when there are no limits)."""
+        if not self._limits:
+            return None
+        return self.never((job.user, job.queue, job.project), job.min_tasks)
+
+    def _never(
+        self, index: int, key: tuple[str, ...], limit: Limit, tasks: int
+    ) -> PendReason | None:
+        """:meth:`never` for one limit of the whole cluster covering the job."""
+        if limit.slots is not None and tasks > limit.slots:
+            what, wanted, cap = "SLOTS", tasks, limit.slots
+        elif limit.jobs == 0:
+            what, wanted, cap = "JOBS", 1, 0
+        else:
+            return None
+        memo = (index, key, f"never {what}", wanted)
+        reason = self._held.get(memo)
+        if reason is None:
+            who = _who(key)
+            reason = PendReason(
+                Reason.LIMIT_REACHED,
+                f"limit {limit.name}: {what}{f' ({who})' if who else ''}:"
+                f" {wanted} wanted, more than its {cap}: never within it",
+            )
+            self._remember(memo, reason)
+        return reason
 
     def _remember(self, memo: tuple[int, tuple[str, ...], str, int], reason: PendReason) -> None:
         if len(self._held) >= _HELD_MEMO:  # distinct consumers and figures are unbounded

@@ -36,13 +36,17 @@ class PendingQueue:
     whether groups may sleep at all (the cache is on, no strict FIFO or
     backfill, allocators that declare ``capacity_only``)."""
 
-    __slots__ = ("_may_sleep", "_order", "_sleepers", "_state")
+    __slots__ = ("_may_sleep", "_order", "_parked", "_sleepers", "_state", "_untold_parked")
 
     def __init__(self, state: ClusterState, *, may_sleep: bool) -> None:
         self._state = state
         self._may_sleep = may_sleep
         self._order = PolicyOrder()
         self._sleepers = Sleepers()
+        # Pending jobs in no group that no session looks at (park()), with why;
+        # those not told yet.
+        self._parked: dict[Job, PendReason] = {}
+        self._untold_parked: list[Job] = []
 
     def __len__(self) -> int:
         """Entries in the policy order (0: a session has nothing to cover)."""
@@ -50,8 +54,34 @@ class PendingQueue:
 
     @property
     def sleeping_jobs(self) -> int:
-        """Pending jobs of sleeping groups."""
-        return self._sleepers.jobs
+        """Pending jobs of sleeping groups, and parked ones."""
+        return self._sleepers.jobs + len(self._parked)
+
+    # ------------------------------------------------------------------ parked jobs
+
+    def park(self, job: Job, reason: PendReason) -> None:
+        """Pending ``job``, in no group (:meth:`ClusterState.withdraw`), can never
+        start until the limits change (:meth:`Limits.never` gave ``reason``):
+        no session looks at it, so a job over a limit costs nothing a session
+        (a replay of the NASA trace under a 32-slot per-user limit, whose
+        wider jobs can never start, took 88 s, 1,623 of them looked at in
+        every session). Told ``reason`` as the next session begins, and
+        counted as pended by every session, as sleepers are."""
+        self._parked[job] = reason
+        self._untold_parked.append(job)
+
+    def unpark_all(self) -> list[Job]:
+        """Every parked job that is still pending, in the order parked, parked
+        no more (the caller puts each back in a group, or parks it again)."""
+        jobs = [job for job in self._parked if job.state is PENDING]
+        self._parked = {}
+        self._untold_parked = []
+        return jobs
+
+    @property
+    def parked(self) -> Mapping[Job, PendReason]:
+        """The parked jobs and why (read-only)."""
+        return self._parked
 
     @property
     def sleeping_groups(self) -> int:
@@ -76,6 +106,8 @@ class PendingQueue:
 
     def ended(self, job: Job) -> None:
         """A job finished or was cancelled: what it freed may wake sleepers."""
+        if self._parked and self._parked.pop(job, None) is not None:
+            return  # a parked job cancelled: it held nothing, in no group
         if job.allocation:
             self._sleepers.released(w for w, _ in job.allocation)
         elif job.group is not None and job.group.asleep is not None:
@@ -134,6 +166,13 @@ class PendingQueue:
         sleepers.unsettled.clear()
         stats.pended += sleepers.jobs
         stats.cache_hits += sleepers.jobs
+        if self._parked:
+            untold, self._untold_parked = self._untold_parked, []
+            for job in untold:
+                reason = self._parked.get(job)
+                if reason is not None:  # not cancelled since
+                    pend(0, (job,), reason, stats, cached=False)
+            stats.pended += len(self._parked)
 
     async def merge(
         self,

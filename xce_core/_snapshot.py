@@ -463,7 +463,10 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
         groups[g.gid] = group
         if g.mapped:
             state.groups[home] = group
-    if members_seen != state.pending_count:
+    # Pending jobs in no group are the parked ones (parked again below, once
+    # the limits that hold them back are restored).
+    parked = [job for job in state.jobs.values() if job.state is PENDING and job.group is None]
+    if members_seen + len(parked) != state.pending_count or (parked and not snap.limits):
         raise SnapshotError(
             f"inconsistent snapshot: {state.pending_count} pending jobs, {members_seen} in groups"
         )
@@ -498,6 +501,14 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
     for (index, key), used in limits._usage.items():
         if key[-1] != "*":
             limits._hosts.setdefault((index, key[:-1]), {})[key[-1]] = used
+    for job in parked:
+        reason = limits.never_for(job)
+        if reason is None:
+            raise SnapshotError(
+                f"inconsistent snapshot: pending job {job.job_id!r} is in no group,"
+                " and no limit holds it back"
+            )
+        parts.pending.park(job, reason)
     backfill = parts.backfill
     if backfill is not None:
         backfill._announced = {

@@ -9,7 +9,7 @@ its use, simply has nothing free until jobs finish.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
@@ -332,11 +332,14 @@ class ClusterState:
 
     # ------------------------------------------------------------------ jobs
 
-    def job_submitted(self, ev: JobSubmitted, shape: JobShape, origin: Origin) -> Job:
+    def job_submitted(
+        self, ev: JobSubmitted, shape: JobShape, origin: Origin, *, place: bool = True
+    ) -> Job:
         """Add a pending job of ``shape`` (its requirement parsed and validated, its
         fingerprint set, see :meth:`fingerprint`) submitted from ``origin``
         (``(ev.user, ev.queue, ev.project, ev.priority)``, or an equal tuple to
-        share). Raises :class:`EventInconsistent` for a known id."""
+        share). Raises :class:`EventInconsistent` for a known id. Without
+        ``place`` it joins no group (a job its limits park: :meth:`withdraw`)."""
         job_id = ev.job_id
         if job_id in self.jobs or job_id in self.ended:
             raise EventInconsistent(f"duplicate job id {job_id!r}")
@@ -351,12 +354,12 @@ class ClusterState:
         if queue is None:
             queue = self.queue(origin[1])
         job.key = self.order_key(job, queue)
-        if queue.name in self._plain:
+        if place and queue.name in self._plain:
             # The usual: a queue without fairshare, whose jobs need no account
             # looked up (benchmarks/bench_ingest.py's B5; place() is the rule).
             group = job.group = self._shape_group(job.fingerprint)
             group.insert(job)
-        else:
+        elif place:
             self.place(job, queue)
         self.pending_count += 1
         return job
@@ -381,6 +384,37 @@ class ClusterState:
         fair.insert(job)
         fair.add(job, account)
         return fair
+
+    def withdraw(self, jobs: Collection[Job]) -> None:
+        """Take pending ``jobs`` out of their groups: they stay pending, in no
+        group (parked by the core: :meth:`PendingQueue.park`). A fair group
+        they leave is made again from its other members (its runs are by
+        account). The caller rebuilds the policy order."""
+        out = set(jobs)
+        groups = {job.group.gid: job.group for job in out if job.group is not None}
+        for job in out:
+            job.group = None
+        for group in groups.values():
+            if isinstance(group, FairGroup):
+                rest = [j for j in group.jobs if j.state is PENDING and j not in out]
+                self.drop_group(group)
+                for job in rest:
+                    self.place(job, self.queues[job.queue])
+                continue
+            left = len(group.jobs)
+            group.jobs = [j for j in group.jobs if j not in out]
+            group.unsettled = [j for j in group.unsettled if j not in out]
+            group.live -= left - len(group.jobs)
+            group.head = group.pos = 0
+            if not group.live:
+                self.drop_group(group)
+
+    def readmit(self, job: Job) -> None:
+        """A parked pending job (:meth:`withdraw`) joins its group again, keyed
+        by its queue as it is now."""
+        queue = self.queues.get(job.queue) or self.queue(job.queue)
+        job.key = self.order_key(job, queue)
+        self.place(job, queue)
 
     def _shape_group(self, fp: int) -> JobGroup:
         """The group of the jobs of fingerprint ``fp`` outside fairshare (made

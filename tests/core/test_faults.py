@@ -266,7 +266,7 @@ async def test_a_queue_config_whose_picker_raises_changes_nothing() -> None:
 async def test_a_submission_raising_before_the_state_took_it_is_rejected(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def broken(self: ClusterState, *args: Any) -> None:
+    def broken(self: ClusterState, *args: Any, **kwargs: Any) -> None:
         raise MemoryError("no room for jobs")
 
     monkeypatch.setattr(ClusterState, "job_submitted", broken)

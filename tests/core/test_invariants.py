@@ -145,6 +145,22 @@ def check_invariants(core: SchedulerCore) -> None:
         }
     for name, used in state.shared_used.items():
         assert abs(used - shared[name]) < 1e-6
+    # Every pending job is in its group, or parked (in none) because a limit
+    # holds it back whatever else runs; every job such a limit holds is parked.
+    parked = core._pending.parked
+    for job in state.jobs.values():
+        if job.state is not JobState.PENDING:
+            assert job not in parked
+            continue
+        never = core._limits.never_for(job)
+        if job.group is None:
+            assert never is not None, job.job_id
+            assert parked.get(job) == never, job.job_id
+        else:
+            assert never is None, job.job_id
+            assert job not in parked, job.job_id
+            assert job in job.group.jobs, job.job_id
+    assert all(job.state is JobState.PENDING for job in parked)
     # Backfill's index of running jobs with run limits, and the slots each holds.
     assert set(state.held) == set(state.end_of) == {job for _, _, job in state.ends}
     for job, held in state.held.items():

@@ -15,12 +15,14 @@ from events import (
     EventRejected,
     InputEvent,
     JobAllocated,
+    JobCancelled,
     JobFinished,
     JobPended,
     JobReserved,
     Limit,
     LimitsConfig,
     SessionBegin,
+    SessionEnd,
 )
 from tests.core.test_invariants import check_invariants, op, to_events
 from tests.helpers import submit, up
@@ -72,6 +74,77 @@ async def test_a_job_over_its_limit_whatever_hosts_it_gets_is_not_attempted() ->
     out = await process_events([submit("fill", tasks=2, user="bob"), GO], core=core)
     assert started(out) == ["fill"]
     assert core.state.jobs["big"].last_reason == "limit_reached"
+
+
+async def test_a_job_never_within_its_limit_is_parked_until_the_limits_change() -> None:
+    # ann's 3-task job can never start under a 2-slot per-user limit: told so
+    # once, then no session looks at it (or counts it as tried) until the
+    # limits change; raised to 4 slots, it rejoins the order and starts.
+    two = LimitsConfig(limits=[Limit(name="u2", per_user=["all"], slots=2)])
+    core = SchedulerCore()
+    events: list[InputEvent] = [up("h", 8), two, submit("big", tasks=3, user="ann"), GO]
+    out = await process_events(events, core=core)
+    assert pended(out)["big"].detail == (
+        "limit u2: SLOTS (PER_USER ann): 3 wanted, more than its 2: never within it"
+    )
+    assert core._pending.parked.keys() == {core.state.jobs["big"]}
+    out = await process_events([submit("small", user="ann"), GO], core=core)
+    assert started(out) == ["small"]
+    assert core.last_session is not None
+    assert core.last_session.attempts == 1  # small only
+    assert "big" not in pended(out)  # told once
+    ends = [d for d in out if isinstance(d, SessionEnd)]
+    assert ends[-1].pended == 1  # still counted as pending
+    check_invariants(core)
+    four = LimitsConfig(limits=[Limit(name="u4", per_user=["all"], slots=4)])
+    out = await process_events([four, GO], core=core)
+    assert started(out) == ["big"]
+    assert not core._pending.parked
+    check_invariants(core)
+
+
+async def test_under_strict_fifo_a_job_no_limit_will_ever_let_start_blocks_no_one() -> None:
+    # ann may run no job at all (jobs = 0): her job at the head pends with the
+    # limit, whatever else it lacks (no host has its type), and bob's job
+    # behind it starts: it would otherwise wait behind her until the limits
+    # change.
+    closed = LimitsConfig(limits=[Limit(name="none", per_user=["ann"], jobs=0)])
+    core = SchedulerCore(SchedulerConfig(strict_fifo=True))
+    events: list[InputEvent] = [up("h", 2), closed]
+    events += [submit("a", "select[type==gpu]", user="ann"), submit("b", user="bob"), GO]
+    out = await process_events(events, core=core)
+    assert started(out) == ["b"]
+    assert pended(out)["a"].detail == (
+        "limit none: JOBS (PER_USER ann): 1 wanted, more than its 0: never within it"
+    )
+    check_invariants(core)
+
+
+async def test_new_limits_park_the_pending_jobs_they_hold_back_and_keep_the_rest() -> None:
+    # Four 3-task jobs wait on a full cluster; a 2-slot limit for ann parks
+    # hers (told at the next session), not bob's, which still waits for slots
+    # in the same group; a cancelled parked job leaves no trace.
+    core = SchedulerCore()
+    events: list[InputEvent] = [up("h", 3), submit("fill", tasks=3, user="cy"), GO]
+    events += [submit(f"a{i}", tasks=3, user="ann") for i in range(2)]
+    events += [submit("b0", tasks=3, user="bob"), GO]
+    out = await process_events(events, core=core)
+    assert started(out) == ["fill"]
+    limits = LimitsConfig(limits=[Limit(name="u2", per_user=["ann"], slots=2)])
+    out = await process_events([limits, JobCancelled(job_id="a1"), GO], core=core)
+    assert {job.job_id for job in core._pending.parked} == {"a0"}
+    assert pended(out)["a0"].reason == "limit_reached"
+    assert "b0" not in pended(out)  # still not_enough_slots: no new decision
+    check_invariants(core)
+    out = await process_events([JobFinished(job_id="fill"), GO], core=core)
+    assert started(out) == ["b0"]
+    ends = [d for d in out if isinstance(d, SessionEnd)]
+    assert ends[-1].pended == 1  # a0
+    check_invariants(core)
+    # The limit lifted: a0 rejoins the order in its old place, and starts.
+    out = await process_events([JobFinished(job_id="b0"), LimitsConfig(limits=[]), GO], core=core)
+    assert started(out) == ["a0"]
+    check_invariants(core)
 
 
 async def test_under_easy_backfill_a_job_its_limit_holds_gets_no_reservation() -> None:

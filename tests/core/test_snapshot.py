@@ -16,8 +16,10 @@ from events import (
     Decision,
     FairshareConfig,
     InputEvent,
+    JobAllocated,
     JobCancelled,
     JobFinished,
+    Limit,
     LimitsConfig,
     QueueConfig,
     SessionEnd,
@@ -422,3 +424,30 @@ async def test_fairshare_usage_history_and_fair_groups_survive_a_restore() -> No
         second = Driver(restored(first.core, again), again, steps)
         await second.feed(tail[cut:])
         assert comparable(first.log + second.log) == comparable(whole.log), cut
+
+
+async def test_a_parked_job_survives_a_restore_and_starts_once_its_limit_goes() -> None:
+    # Parked jobs are the pending jobs in no group: a restore parks them again,
+    # under fairshare too, and they decide as the original's do from there.
+    two = LimitsConfig(limits=[Limit(name="u2", per_user=["all"], slots=2)])
+    for picker in ("fcfs", "fairshare"):
+        config = SchedulerConfig(picker=picker)
+        events: list[InputEvent] = [up("h", slots=4), two]
+        events += [submit("big", tasks=3, user="ann"), submit("a", user="ann"), GO]
+        tail: list[InputEvent] = [submit("late", tasks=3, user="bob"), GO]
+        tail += [LimitsConfig(limits=[]), JobFinished(job_id="a"), GO]
+        whole = Driver(SchedulerCore(config, clock=VirtualClock()), VirtualClock(), [1.0])
+        whole.core.clock = whole.clock
+        await whole.feed([*events, *tail])
+        started = [d.job_id for d in whole.log if isinstance(d, JobAllocated)]
+        assert started == ["a", "big"], picker
+        for cut in range(len(tail)):
+            clock = VirtualClock()
+            first = Driver(SchedulerCore(config, clock=clock), clock, [1.0])
+            await first.feed([*events, *tail[:cut]])
+            assert first.core._pending.parked or cut > 2  # until the limits go
+            again = VirtualClock(first.clock.now())
+            second = Driver(restored(first.core, again), again, [1.0])
+            assert len(second.core._pending.parked) == len(first.core._pending.parked)
+            await second.feed(tail[cut:])
+            assert comparable(first.log + second.log) == comparable(whole.log), (picker, cut)

@@ -445,16 +445,17 @@ class SchedulerCore:
             for job in state.jobs.values()
             if job.state is PENDING and (reason := limits.never_for(job)) is not None
         }
-        if not held and not pending.parked:
-            return
-        back = [job for job in pending.unpark_all() if job not in held]
+        back = [job for job in pending.parked if job not in held]
         gone = [job for job in held if job.group is not None]
         if back or gone:
             pending.wake_all()
+            pending.broken()
             state.withdraw(gone)
             for job in back:
+                # One at a time: should a picker's order key raise, the jobs not
+                # put back yet stay parked, none is lost.
                 state.readmit(job)
-            pending.broken()
+                pending.unpark(job)
         for job, reason in held.items():
             pending.park(job, reason)  # told again only if its category changed
 

@@ -46,7 +46,7 @@ class PendingQueue:
         # Pending jobs in no group that no session looks at (park()), with why;
         # those not told yet.
         self._parked: dict[Job, PendReason] = {}
-        self._untold_parked: list[Job] = []
+        self._untold_parked: dict[Job, None] = {}
 
     def __len__(self) -> int:
         """Entries in the policy order (0: a session has nothing to cover)."""
@@ -68,15 +68,11 @@ class PendingQueue:
         every session). Told ``reason`` as the next session begins, and
         counted as pended by every session, as sleepers are."""
         self._parked[job] = reason
-        self._untold_parked.append(job)
+        self._untold_parked[job] = None
 
-    def unpark_all(self) -> list[Job]:
-        """Every parked job that is still pending, in the order parked, parked
-        no more (the caller puts each back in a group, or parks it again)."""
-        jobs = [job for job in self._parked if job.state is PENDING]
-        self._parked = {}
-        self._untold_parked = []
-        return jobs
+    def unpark(self, job: Job) -> None:
+        """``job`` is parked no more (the caller put it back in its group)."""
+        del self._parked[job]
 
     @property
     def parked(self) -> Mapping[Job, PendReason]:
@@ -167,8 +163,10 @@ class PendingQueue:
         stats.pended += sleepers.jobs
         stats.cache_hits += sleepers.jobs
         if self._parked:
-            untold, self._untold_parked = self._untold_parked, []
-            for job in untold:
+            untold, self._untold_parked = self._untold_parked, {}
+            # In submission order, however they were parked (a restored core
+            # parks its jobs in that order and must tell them alike: R6).
+            for job in sorted(untold, key=_seq):
                 reason = self._parked.get(job)
                 if reason is not None:  # not cancelled since
                     pend(0, (job,), reason, stats, cached=False)
@@ -258,3 +256,7 @@ class PendingQueue:
         """Drop a group with nothing pending (a later job of its shape starts a
         new group)."""
         self._state.drop_group(group)
+
+
+def _seq(job: Job) -> int:
+    return job.seq

@@ -17,6 +17,8 @@ from events import (
     JobFinished,
     JobPended,
     JobRejected,
+    Limit,
+    LimitsConfig,
     QueueConfig,
     SessionEnd,
     WorkerDown,
@@ -359,3 +361,30 @@ async def test_open_scheduler_decides_every_good_event_around_the_faults(
     # The hook hears of every fault, also the job that raised again in session
     # 2 (a decision only reports a change of reason).
     assert [type(e) for e, _ in faults.seen] == [RuntimeError] * 3
+
+
+async def test_a_parked_job_is_not_lost_when_putting_it_back_raises() -> None:
+    # The limits lifted, ann's parked job goes back to its group; should its
+    # order key raise on the way, it stays parked (still pending, still
+    # counted) and the next limits change puts it back.
+    two = LimitsConfig(limits=[Limit(name="u2", per_user=["all"], slots=2)])
+    core = SchedulerCore()
+    await process_events([up("a", 4), two, submit("big", tasks=3, user="ann"), GO], core=core)
+    job = core.state.jobs["big"]
+    assert job in core._pending.parked
+    keys = core.state.order_key
+
+    def broken(*args: Any) -> tuple[Any, ...]:
+        raise RuntimeError("no key")
+
+    core.state.order_key = broken
+    out = await process_events([LimitsConfig(limits=[]), GO], core=core)
+    assert [d.error for d in out if isinstance(d, EventRejected)] == [
+        "internal error: RuntimeError: no key"
+    ]
+    assert job in core._pending.parked
+    assert ends(out)[-1].pended == 1
+    core.state.order_key = keys
+    out = await process_events([LimitsConfig(limits=[]), GO], core=core)
+    assert allocations(out) == {"big": [("a", 3)]}
+    check_invariants(core)

@@ -451,13 +451,13 @@ class SchedulerCore:
             pending.wake_all()
             pending.broken()
             state.withdraw(gone)
-            for job in back:
-                # One at a time: should a picker's order key raise, the jobs not
-                # put back yet stay parked, none is lost.
-                state.readmit(job)
-                pending.unpark(job)
         for job, reason in held.items():
             pending.park(job, reason)  # told again only if its category changed
+        for job in back:
+            # One at a time: should a picker's order key raise, the jobs not put
+            # back yet stay parked, none is lost.
+            state.readmit(job)
+            pending.unpark(job)
 
     def _discharge(self, job_id: str) -> None:
         """Before a running job ends: take what it held off the limits and its

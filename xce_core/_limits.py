@@ -135,10 +135,7 @@ class Limits:
         self._users = [
             (self._expand(limit.users), self._expand(limit.per_user)) for limit in self._limits
         ]
-        self.by_host = any(
-            limit.per_host is not None or (limit.hosts is not None and "all" not in limit.hosts)
-            for limit in self._limits
-        )
+        self.by_host = not all(_whole_cluster(limit) for limit in self._limits)
 
     def _expand(self, names: Sequence[str] | None) -> frozenset[str] | None:
         """``names`` with the user groups among them replaced by their members;
@@ -202,7 +199,7 @@ class Limits:
         parts: list[tuple[int, tuple[str, ...], int, dict[str, float]]] = []
         for index, key, limit in self._keys(job):
             hosts, per_host = limit.hosts, limit.per_host
-            if per_host is None and (hosts is None or "all" in hosts):
+            if _whole_cluster(limit):
                 slots = claims[0][1] if len(claims) == 1 else sum(n for _, n, _ in claims)
                 held = _amounts(claims, shared) if with_amounts or limit.resources else _NO_AMOUNTS
                 parts.append((index, (*key, "*"), slots, held))
@@ -243,16 +240,11 @@ class Limits:
         an attempt; checked before one, so a user at a limit costs a few
         lookups a job and session, not an attempt each (a replay of the NASA
         trace under a per-user slot limit took more than 10 minutes)."""
+        tasks = job.min_tasks
         for index, key, limit in self._keys(job):
-            hosts = limit.hosts
-            if limit.per_host is not None or (hosts is not None and "all" not in hosts):
+            if not _whole_cluster(limit) or (limit.slots is None and limit.jobs is None):
                 continue
-            if limit.slots is None and limit.jobs is None:
-                continue
-            tasks = job.min_tasks
-            never = self._never(index, key, limit, tasks)
-            if never is not None:
-                return never
+            # (A job over a limit it can never be within is parked, never here.)
             used = self._usage.get((index, (*key, "*")))
             if used is None:
                 continue
@@ -278,12 +270,10 @@ class Limits:
         groups they name) can change the answer: the core parks such a job
         out of every session until then (:meth:`PendingQueue.park`)."""
         for index, key, limit in self._keys_of(consumer):
-            hosts = limit.hosts
-            if limit.per_host is not None or (hosts is not None and "all" not in hosts):
-                continue
-            reason = self._never(index, key, limit, tasks)
-            if reason is not None:
-                return reason
+            if _whole_cluster(limit):
+                reason = self._never(index, key, limit, tasks)
+                if reason is not None:
+                    return reason
         return None
 
     def never_for(self, job: Job) -> PendReason | None:
@@ -392,6 +382,14 @@ class Limits:
 
 
 _HELD_MEMO = 10_000
+
+
+def _whole_cluster(limit: Limit) -> bool:
+    """Whether ``limit`` counts what its consumers hold on every host together
+    (no ``per_host``; no ``hosts``, or ``hosts = ["all"]``)."""
+    hosts = limit.hosts
+    return limit.per_host is None and (hosts is None or "all" in hosts)
+
 
 # What a limit's consumers hold when they hold nothing, and amounts not
 # counted (read only, both).

@@ -412,7 +412,7 @@ class ClusterState:
     def readmit(self, job: Job) -> None:
         """A parked pending job (:meth:`withdraw`) joins its group again, keyed
         by its queue as it is now."""
-        queue = self.queues.get(job.queue) or self.queue(job.queue)
+        queue = self.queue(job.queue)
         job.key = self.order_key(job, queue)
         self.place(job, queue)
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from events import HostSlots
 from xce_core import SchedulerConfig
@@ -105,3 +107,33 @@ async def test_the_result_of_a_replay_prints_short() -> None:
     trace = read_swf(EXAMPLE, limit=100)
     result = await simulate(trace.jobs, cluster)
     assert len(repr(result)) < 2000
+
+
+_POOL = [f"n{i}" for i in range(6)]
+# Allocations: a run of consecutive pool hosts with equal slots (the usual
+# case), or any hosts (pool or not, repeated, in any order) with any slots.
+_allocation = st.one_of(
+    st.tuples(st.integers(0, 5), st.integers(1, 6), st.integers(1, 3)).map(
+        lambda a: [(_POOL[h], a[2]) for h in range(a[0], min(a[0] + a[1], len(_POOL)))]
+    ),
+    st.lists(
+        st.tuples(st.sampled_from([*_POOL, "x1", "x2"]), st.integers(1, 3)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+
+
+@given(st.lists(_allocation, max_size=12), st.booleans())
+def test_any_allocation_reads_back_as_given(
+    allocations: list[list[tuple[str, int]]], named: bool
+) -> None:
+    # Kept as runs of hosts (the fast path for one run of the table's hosts in
+    # order, the general one otherwise), each reads back host by host.
+    table = OutcomeTable(_POOL if named else [])
+    for i, hosts in enumerate(allocations):
+        table.append(str(i), 0.0, 1.0, len(hosts))
+        table.started(
+            i, 0.0, sum(n for _, n in hosts), [HostSlots(host=h, slots=n) for h, n in hosts]
+        )
+    assert [table.hosts(i) for i in range(len(allocations))] == allocations

@@ -41,6 +41,8 @@ _REJECTED: Final = 2
 # yet (pending), or not submitted yet (unreplayed).
 _PENDING: Final = 3
 _UNREPLAYED: Final = 4
+# Slot counts an OutcomeTable keeps its hosts as HostSlots for (_hosts_in_order).
+_IN_ORDER_SLOT_COUNTS: Final = 4
 STATUS_NAMES: Final[tuple[Status, ...]] = (
     "never_started",
     "started",
@@ -177,6 +179,7 @@ class OutcomeTable(Sequence[JobOutcome]):
         "_host_index",
         "_host_names",
         "_ids",
+        "_in_order",
         "_keep_hosts",
         "_never_reason",
         "_procs",
@@ -219,6 +222,10 @@ class OutcomeTable(Sequence[JobOutcome]):
         self._run_host = array("q")
         self._run_length = array("q")
         self._run_slots = array("q")
+        # By slot count: every host (in table order) as a HostSlots of that many
+        # slots, for the usual allocation's test (_add_runs). Built when first
+        # needed, for a few slot counts at most.
+        self._in_order: dict[int, list[HostSlots]] = {}
 
     @property
     def keeps_hosts(self) -> bool:
@@ -335,20 +342,20 @@ class OutcomeTable(Sequence[JobOutcome]):
 
     def _add_runs(self, hosts: Sequence[HostSlots]) -> None:
         index = self._host_index
+        head = hosts[0]
+        first, count = index.get(head.host), len(hosts)
         # The usual case first: one run of equal slots on consecutive hosts,
-        # told by comparing lists (C loops; a third of the general path's time
-        # on the NASA replay, benchmarks/bench_outputs.py).
+        # told by comparing the allocation with a slice of the table's hosts as
+        # HostSlots (one C loop; the two comprehensions below were most of
+        # keeping hosts on the NASA replay, benchmarks/bench_outputs.py).
+        if first is not None:
+            in_order = self._hosts_in_order(head.slots)
+            if in_order is not None and in_order[first : first + count] == hosts:
+                self._add_run(first, count, head.slots)
+                return
         # Comprehensions: faster than map(attrgetter(...)) on these structs.
         names = [h.host for h in hosts]
         slots = [h.slots for h in hosts]
-        first, count = index.get(names[0]), len(names)
-        if (
-            first is not None
-            and slots.count(slots[0]) == count
-            and self._host_names[first : first + count] == names
-        ):
-            self._add_run(first, count, slots[0])
-            return
         try:
             numbers = list(map(index.__getitem__, names))
         except KeyError:  # a host the cluster did not list: numbered as met
@@ -378,6 +385,18 @@ class OutcomeTable(Sequence[JobOutcome]):
                 self._add_run(run_host, length, run_slots)
                 run_host, run_slots, length = number, n, 1
         self._add_run(run_host, length, run_slots)
+
+    def _hosts_in_order(self, slots: int) -> list[HostSlots] | None:
+        """Every host of the table, in order, as a :class:`HostSlots` of ``slots``
+        slots (``None`` past the first few slot counts: the general path then)."""
+        in_order = self._in_order.get(slots)
+        if in_order is None or len(in_order) < len(self._host_names):
+            if in_order is None and len(self._in_order) >= _IN_ORDER_SLOT_COUNTS:
+                return None
+            in_order = self._in_order[slots] = [
+                HostSlots(host=name, slots=slots) for name in self._host_names
+            ]
+        return in_order
 
     def _add_run(self, host: int, length: int, slots: int) -> None:
         self._run_host.append(host)

@@ -323,3 +323,69 @@ def test_csv_text_columns_read_back_whatever_they_hold(
     assert [list(col) for col in zip(*rows[1:], strict=True)] == [
         ["" if v is None else v for v in col] for col in columns
     ]
+
+
+_any_outcome = st.builds(
+    lambda submit, wait, run, hosts, status, reason: JobOutcome(
+        job_id=f"j{submit}",
+        submit=float(submit),
+        run_time=float(run),
+        procs=max(1, len(hosts)),
+        status=status,
+        start=float(submit + wait) if status == "started" else None,
+        hosts=hosts if status == "started" else [],
+        reason=reason if status != "started" else "",
+        detail="why" if status in ("never_started", "pending") and reason else "",
+    ),
+    st.integers(0, 50),
+    st.integers(0, 9),
+    st.sampled_from([0, 0.5, 3, 10, 25]),
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 2)), max_size=4),
+    st.sampled_from(["started", "started", "never_started", "rejected", "pending", "unreplayed"]),
+    st.sampled_from(["", "not_enough_slots", "too_big: 9 tasks"]),
+)
+
+
+@given(st.lists(_any_outcome, max_size=10))
+def test_schedule_columns_follow_each_outcome(outcomes: list[JobOutcome]) -> None:
+    # Reference: each row computed from its outcome alone, as the module
+    # docstring defines the columns (unreplayed jobs left out).
+    expected = []
+    for o in outcomes:
+        if o.status == "unreplayed":
+            continue
+        go = o.status == "started" and o.start is not None
+        start = o.start if go else None
+        end = start + o.run_time if start is not None else None
+        turnaround = end - o.submit if end is not None else None
+        if o.status == "rejected":
+            kind, _, why = o.reason.partition(": ")
+        elif go:
+            kind = why = ""
+        else:
+            kind, why = o.reason, o.detail
+        expected.append(
+            {
+                "job_id": o.job_id,
+                "size": o.procs,
+                "status": o.status,
+                "submit": o.submit,
+                "start": start,
+                "end": end,
+                "wait": start - o.submit if start is not None else None,
+                "run": o.run_time,
+                "turnaround": turnaround,
+                "slowdown": turnaround / o.run_time
+                if turnaround is not None and o.run_time > 0
+                else None,
+                "bounded_slowdown": max(1.0, turnaround / max(o.run_time, 10.0))
+                if turnaround is not None
+                else None,
+                "hosts": o.hosts if go else [],
+                "reason": kind or None,
+                "detail": why or None,
+            }
+        )
+    rows = as_rows(schedule_columns(outcomes))
+    compared = [name for name in SCHEDULE_COLUMNS if name not in ("user", "queue")]
+    assert [{k: row[k] for k in compared} for row in rows] == expected

@@ -41,9 +41,10 @@ import importlib
 import itertools
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
-from itertools import accumulate, chain, compress
-from operator import ne
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import accumulate, chain, compress, repeat
+from operator import add, ne, sub, truediv
 from pathlib import Path
 from typing import IO, Any, Final, Literal, TypeVar
 
@@ -152,93 +153,134 @@ def schedule_columns(outcomes: Sequence[JobOutcome]) -> dict[str, list[Any]]:
     """The schedule of ``outcomes`` (an :class:`OutcomeTable`, or outcome objects)
     by column (see the module docstring); ``hosts`` as lists of ``(host, slots)``
     pairs, empty values ``None``. Pure."""
-    columns, runs, names = _columns(as_table(outcomes))
+    columns, hosts = _columns(as_table(outcomes))
+    names = hosts.names
     columns["hosts"] = [
         [(names[h], slots) for host, length, slots in job for h in range(host, host + length)]
-        for job in runs
+        for job in hosts.rows()
     ]
     return columns
 
 
-def _columns(table: OutcomeTable) -> tuple[dict[str, list[Any]], list[list[_Run]], Sequence[str]]:
-    """The schedule's columns but ``hosts``; each row's runs of hosts; the host
-    names the runs index."""
+@dataclass(frozen=True, slots=True)
+class _RowHosts:
+    """Where each row's job ran: row ``i`` holds the table's runs ``first[i]`` to
+    ``first[i] + count[i]`` (none for a job that did not start), each run
+    ``(first host, hosts, slots each)`` indexing ``names``."""
+
+    first: Sequence[int]
+    count: Sequence[int]
+    runs: list[_Run]
+    names: Sequence[str]
+
+    def rows(self) -> Iterator[list[_Run]]:
+        """Each row's runs."""
+        runs = self.runs
+        return (runs[f : f + c] for f, c in zip(self.first, self.count, strict=True))
+
+    def rendered(
+        self, render: Callable[[int, int, int], _T], join: Callable[[list[_T]], _U]
+    ) -> list[_U]:
+        """Each row's runs rendered and joined. Runs repeat (the same hosts for
+        many jobs), so each distinct run is rendered once; the rest are C loops
+        over the runs (benchmarks/bench_outputs.py)."""
+        texts = {run: render(*run) for run in dict.fromkeys(self.runs)}
+        rendered = list(map(texts.__getitem__, self.runs))
+        return [join(rendered[f : f + c]) for f, c in zip(self.first, self.count, strict=True)]
+
+
+def _spread(values: Iterable[_T], present: Sequence[bool]) -> list[_T | None]:
+    """``values`` (one per true entry of ``present``) at those places, ``None``
+    elsewhere."""
+    if all(present):
+        return list(values)
+    it = iter(values)
+    return [next(it) if here else None for here in present]
+
+
+def _columns(table: OutcomeTable) -> tuple[dict[str, list[Any]], _RowHosts]:
+    """The schedule's columns but ``hosts``; where each row's job ran."""
     a = table.arrays()
-    status, start_at, submit_at, run_at = a.status, a.start, a.submit, a.run_time
-    run_first, run_count = a.run_first, a.run_count
-    run_host, run_length, run_slots = a.run_host, a.run_length, a.run_slots
-    rows = [i for i in range(len(status)) if status[i] != _UNREPLAYED]
-    # Column by column (comprehensions): a few times faster than row by row.
-    started = [status[i] == _STARTED for i in rows]
-    submit = [submit_at[i] for i in rows]
-    run = [run_at[i] for i in rows]
-    start = [start_at[i] if go else None for i, go in zip(rows, started, strict=True)]
-    end = [t + r if t is not None else None for t, r in zip(start, run, strict=True)]
-    wait = [t - b if t is not None else None for t, b in zip(start, submit, strict=True)]
-    turnaround = [e - b if e is not None else None for e, b in zip(end, submit, strict=True)]
-    slowdown = [
-        t / r if t is not None and r > 0 else None for t, r in zip(turnaround, run, strict=True)
-    ]
+    status = a.status
+    if _UNREPLAYED in status:  # a replay stopped early: the replayed rows only
+        rows: Sequence[int] = [i for i, s in enumerate(status) if s != _UNREPLAYED]
+
+        def pick(column: Sequence[_T]) -> list[_T]:
+            return [column[i] for i in rows]
+    else:
+        rows = range(len(status))
+
+        def pick(column: Sequence[_T]) -> list[_T]:
+            return list(column)
+
+    # Column by column, with C loops (map, compress) over the started jobs'
+    # values, spread back to their rows: a few times faster than row by row
+    # (benchmarks/bench_outputs.py).
+    row_status = pick(status)
+    started = list(map(_STARTED.__eq__, row_status))
+    submit, run = pick(a.submit), pick(a.run_time)
+    go_submit, go_run = list(compress(submit, started)), list(compress(run, started))
+    go_start = list(compress(pick(a.start), started))
+    go_end = list(map(add, go_start, go_run))
+    go_turnaround = list(map(sub, go_end, go_submit))
     tau = BOUNDED_SLOWDOWN_TAU
-    bounded = [
-        max(1.0, t / max(r, tau)) if t is not None else None
-        for t, r in zip(turnaround, run, strict=True)
-    ]
-    runs: list[list[_Run]] = [
-        [
-            (run_host[k], run_length[k], run_slots[k])
-            for k in range(run_first[i], run_first[i] + run_count[i])
-        ]
-        if go
-        else []
-        for i, go in zip(rows, started, strict=True)
-    ]
+    go_slowdown = [t / r if r > 0 else None for t, r in zip(go_turnaround, go_run, strict=True)]
+    go_bounded = list(
+        map(max, repeat(1.0), map(truediv, go_turnaround, map(max, go_run, repeat(tau))))
+    )
     reason: list[str | None] = []
     detail: list[str | None] = []
-    for i in rows:
-        s = status[i]
-        if s == _STARTED:
-            kind = why = ""
-        elif s == _REJECTED:
-            kind, why = _split_reason(a.reasons.get(i, ""))
-        else:
-            default = a.never_reason if s == _NEVER_STARTED else ""
-            kind, why = a.reasons.get(i, default), a.details.get(i, "")
-        reason.append(kind or None)
-        detail.append(why or None)
+    if not all(started):
+        for i in rows:
+            s = status[i]
+            if s == _STARTED:
+                kind = why = ""
+            elif s == _REJECTED:
+                kind, why = _split_reason(a.reasons.get(i, ""))
+            else:
+                default = a.never_reason if s == _NEVER_STARTED else ""
+                kind, why = a.reasons.get(i, default), a.details.get(i, "")
+            reason.append(kind or None)
+            detail.append(why or None)
+    else:
+        reason, detail = [None] * len(rows), [None] * len(rows)
     columns: dict[str, list[Any]] = {
-        "job_id": [a.ids[i] for i in rows],
-        "user": [a.users[i] for i in rows],
-        "queue": [a.queues[i] for i in rows],
-        "size": [a.procs[i] for i in rows],
-        "status": [STATUS_NAMES[status[i]] for i in rows],
+        "job_id": pick(a.ids),
+        "user": pick(a.users),
+        "queue": pick(a.queues),
+        "size": pick(a.procs),
+        "status": list(map(STATUS_NAMES.__getitem__, row_status)),
         "submit": submit,
-        "start": start,
-        "end": end,
-        "wait": wait,
+        "start": _spread(go_start, started),
+        "end": _spread(go_end, started),
+        "wait": _spread(map(sub, go_start, go_submit), started),
         "run": run,
-        "turnaround": turnaround,
-        "slowdown": slowdown,
-        "bounded_slowdown": bounded,
+        "turnaround": _spread(go_turnaround, started),
+        "slowdown": _spread(go_slowdown, started),
+        "bounded_slowdown": _spread(go_bounded, started),
         "hosts": [],
         "reason": reason,
         "detail": detail,
     }
-    return columns, runs, a.host_names
+    runs = list(zip(a.run_host, a.run_length, a.run_slots, strict=True))
+    hosts = _RowHosts(pick(a.run_first), pick(a.run_count), runs, a.host_names)
+    return columns, hosts
 
 
-def _hosts_text(runs: list[list[_Run]], names: Sequence[str]) -> list[str]:
+def _hosts_text(hosts: _RowHosts) -> list[str]:
     """CSV: ``host:slots`` separated by spaces."""
+    names = hosts.names
 
     def text(host: int, length: int, slots: int) -> str:
         return " ".join(f"{names[h]}:{slots}" for h in range(host, host + length))
 
-    return _per_job(runs, text, " ".join)
+    return hosts.rendered(text, " ".join)
 
 
-def _hosts_json(runs: list[list[_Run]], names: Sequence[str]) -> list[msgspec.Raw]:
+def _hosts_json(hosts: _RowHosts) -> list[msgspec.Raw]:
     """JSON Lines: ``[[host, slots], ...]``, already encoded."""
     encode = msgspec.json.encode
+    names = hosts.names
 
     def text(host: int, length: int, slots: int) -> bytes:
         return encode([(names[h], slots) for h in range(host, host + length)])[1:-1]
@@ -246,27 +288,7 @@ def _hosts_json(runs: list[list[_Run]], names: Sequence[str]) -> list[msgspec.Ra
     def join(parts: list[bytes]) -> msgspec.Raw:
         return msgspec.Raw(b"[" + b",".join(parts) + b"]")
 
-    return _per_job(runs, text, join)
-
-
-def _per_job(
-    runs: list[list[_Run]],
-    render: Callable[[int, int, int], _T],
-    join: Callable[[list[_T]], _U],
-) -> list[_U]:
-    """Each job's runs rendered and joined. Runs repeat (the same hosts for
-    many jobs), so each run is rendered once."""
-    texts: dict[_Run, _T] = {}
-    out: list[_U] = []
-    for job in runs:
-        parts = []
-        for run in job:
-            text = texts.get(run)
-            if text is None:
-                text = texts[run] = render(*run)
-            parts.append(text)
-        out.append(join(parts))
-    return out
+    return hosts.rendered(text, join)
 
 
 @contextlib.contextmanager
@@ -315,14 +337,14 @@ def write_schedule(
     :class:`XceError` for Parquet without pyarrow."""
     if fmt is None:
         fmt = SCHEDULE_FORMATS.get(path.suffix.lower(), "jsonl")
-    columns, runs, names = _columns(as_table(outcomes))
+    columns, hosts = _columns(as_table(outcomes))
     if fmt == "parquet":
-        _write_parquet(path, _schedule_arrow(columns, runs, names))
+        _write_parquet(path, _schedule_arrow(columns, hosts))
     elif fmt == "csv":
-        columns["hosts"] = _hosts_text(runs, names)
+        columns["hosts"] = _hosts_text(hosts)
         _write_csv(path, SCHEDULE_COLUMNS, columns)
     else:
-        columns["hosts"] = _hosts_json(runs, names)
+        columns["hosts"] = _hosts_json(hosts)
         rows = list(
             itertools.starmap(_JsonRow, zip(*(columns[k] for k in SCHEDULE_COLUMNS), strict=True))
         )
@@ -374,6 +396,8 @@ def _csv_cells(values: list[Any]) -> list[str]:
     if kind is float:
         return ["" if v is None else str(int(v)) if v.is_integer() else repr(v) for v in values]
     if kind is int:
+        if None not in values:
+            return _int_texts(values)
         return ["" if v is None else str(v) for v in values]
     if None not in values:
         column = " ".join(values)
@@ -388,14 +412,28 @@ def _csv_cells(values: list[Any]) -> list[str]:
     ]
 
 
-def _schedule_arrow(
-    columns: dict[str, list[Any]], runs: list[list[_Run]], names: Sequence[str]
-) -> Any:
+def _int_texts(values: list[int]) -> list[str]:
+    """``str`` of each int: one msgspec encode (a C loop) split at the commas,
+    twice as fast as ``map(str, ...)`` on the time series' four int columns
+    (benchmarks/bench_outputs.py)."""
+    if not values:
+        return []
+    try:
+        return _ENCODE(values)[1:-1].decode().split(",")
+    except OverflowError:  # beyond 64 bits
+        return list(map(str, values))
+
+
+_ENCODE: Final = msgspec.json.Encoder().encode
+
+
+def _schedule_arrow(columns: dict[str, list[Any]], hosts: _RowHosts) -> Any:
     pa, _ = _pyarrow()
+    names = hosts.names
     offsets = [0]
     host_names: list[str] = []
     host_slots: list[int] = []
-    for job in runs:
+    for job in hosts.rows():
         for host, length, slots in job:
             host_names += names[host : host + length]
             host_slots += [slots] * length
@@ -443,8 +481,9 @@ def timeseries_columns(
     a stopped replay reached) when given. Pure."""
     a = as_table(outcomes).arrays()
     status, procs, start_at, run_at = a.status, a.procs, a.start, a.run_time
-    queued = [s != _REJECTED and s != _UNREPLAYED for s in status]
-    started = [s == _STARTED for s in status]
+    # As flags, one byte per job (bytes.translate: a C loop).
+    queued = status.translate(_QUEUED_FLAGS)
+    started = status.translate(_STARTED_FLAGS)
     sizes = list(compress(procs, started))
     starts = list(compress(start_at, started))
     ends = [t + r for t, r in zip(starts, compress(run_at, started), strict=True)]
@@ -469,12 +508,24 @@ def timeseries_columns(
     # (compress and map over the columns: C loops, as above).
     count = len(at) if until is None else bisect.bisect_right(at, until)
     instants = list(compress(range(count), chain(map(ne, at, at[1:count]), (True,))))
-    values = list(zip(*([column[k] for k in instants] for column in totals), strict=True))
+    values = list(zip(*(map(column.__getitem__, instants) for column in totals), strict=True))
     kept = list(compress(instants, chain((True,), map(ne, values[1:], values))))
-    out: dict[str, list[Any]] = {"time": [at[k] for k in kept]}
+    out: dict[str, list[Any]] = {"time": list(map(at.__getitem__, kept))}
     for name, column in zip(TIMESERIES_COLUMNS[1:], totals, strict=True):
-        out[name] = [column[k] for k in kept]
+        out[name] = list(map(column.__getitem__, kept))
     return out
+
+
+def _flags(statuses: Iterable[int]) -> bytes:
+    """A ``bytes.translate`` table: 1 for each of ``statuses``, 0 otherwise."""
+    chosen = set(statuses)
+    return bytes(1 if s in chosen else 0 for s in range(256))
+
+
+_STARTED_FLAGS: Final = _flags([_STARTED])
+_QUEUED_FLAGS: Final = _flags(
+    s for s in range(len(STATUS_NAMES)) if s not in (_REJECTED, _UNREPLAYED)
+)
 
 
 def write_timeseries(

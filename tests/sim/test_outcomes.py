@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from unittest import mock
 
 import msgspec
 import pytest
@@ -17,6 +18,7 @@ from xce_core.sim import (
     HostGroup,
     JobOutcome,
     OutcomeTable,
+    _outcomes,
     default_cluster,
     read_swf,
     simulate,
@@ -124,16 +126,20 @@ _allocation = st.one_of(
 )
 
 
-@given(st.lists(_allocation, max_size=12), st.booleans())
+@given(st.lists(_allocation, max_size=12), st.booleans(), st.integers(1, 20))
 def test_any_allocation_reads_back_as_given(
-    allocations: list[list[tuple[str, int]]], named: bool
+    allocations: list[list[tuple[str, int]]], named: bool, pack_at: int
 ) -> None:
     # Kept as runs of hosts (the fast path for one run of the table's hosts in
-    # order, the general one otherwise), each reads back host by host.
-    table = OutcomeTable(_POOL if named else [])
-    for i, hosts in enumerate(allocations):
-        table.append(str(i), 0.0, 1.0, len(hosts))
-        table.started(
-            i, 0.0, sum(n for _, n in hosts), [HostSlots(host=h, slots=n) for h, n in hosts]
-        )
-    assert [table.hosts(i) for i in range(len(allocations))] == allocations
+    # order, the general one otherwise; made runs a few jobs at a time, as
+    # ``pack_at`` hosts are reached, and when read), each reads back host by host.
+    with mock.patch.object(_outcomes, "_PACK_AT", pack_at):
+        table = OutcomeTable(_POOL if named else [])
+        for i, hosts in enumerate(allocations):
+            table.append(str(i), 0.0, 1.0, len(hosts))
+            table.started(
+                i, 0.0, sum(n for _, n in hosts), [HostSlots(host=h, slots=n) for h, n in hosts]
+            )
+            if i == len(allocations) // 2:
+                assert table.hosts(i) == hosts  # read while others wait to be made runs
+        assert [table.hosts(i) for i in range(len(allocations))] == allocations

@@ -43,6 +43,9 @@ _PENDING: Final = 3
 _UNREPLAYED: Final = 4
 # Slot counts an OutcomeTable keeps its hosts as HostSlots for (_hosts_in_order).
 _IN_ORDER_SLOT_COUNTS: Final = 4
+# Hosts named by allocations an OutcomeTable holds as given before making them
+# runs (_pack): a few MB of HostSlots at most.
+_PACK_AT: Final = 65_536
 STATUS_NAMES: Final[tuple[Status, ...]] = (
     "never_started",
     "started",
@@ -195,6 +198,8 @@ class OutcomeTable(Sequence[JobOutcome]):
         "_start",
         "_status",
         "_submit",
+        "_unpacked",
+        "_unpacked_hosts",
         "_users",
     )
 
@@ -226,6 +231,10 @@ class OutcomeTable(Sequence[JobOutcome]):
         # slots, for the usual allocation's test (_add_runs). Built when first
         # needed, for a few slot counts at most.
         self._in_order: dict[int, list[HostSlots]] = {}
+        # Started jobs' allocations not made runs yet: (job, hosts), and how
+        # many hosts they name (see _pack).
+        self._unpacked: list[tuple[int, Sequence[HostSlots]]] = []
+        self._unpacked_hosts = 0
 
     @property
     def keeps_hosts(self) -> bool:
@@ -276,10 +285,24 @@ class OutcomeTable(Sequence[JobOutcome]):
         self._start[index] = start
         self._slots[index] = slots
         if self._keep_hosts and hosts:
-            first = len(self._run_host)
-            self._add_runs(hosts)
-            self._run_first[index] = first
-            self._run_count[index] = len(self._run_host) - first
+            # Made runs later, many jobs at a time (_pack): in a loop of its
+            # own, away from the replay's work, it takes half the time
+            # (benchmarks/bench_outputs.py).
+            self._unpacked.append((index, hosts))
+            self._unpacked_hosts += len(hosts)
+            if self._unpacked_hosts >= _PACK_AT:
+                self._pack()
+
+    def _pack(self) -> None:
+        """Every allocation not made runs yet, made runs (in the order given)."""
+        unpacked, self._unpacked, self._unpacked_hosts = self._unpacked, [], 0
+        run_first, run_count, run_host = self._run_first, self._run_count, self._run_host
+        add_runs = self._add_runs
+        for index, hosts in unpacked:
+            first = len(run_host)
+            add_runs(hosts)
+            run_first[index] = first
+            run_count[index] = len(run_host) - first
 
     def started_jobs(self) -> Iterator[tuple[int, float, float, float, int]]:
         """``(index, submit, start, run_time, slots)`` of every started job, in
@@ -315,6 +338,8 @@ class OutcomeTable(Sequence[JobOutcome]):
 
     def arrays(self) -> OutcomeArrays:
         """The table's arrays (see :class:`OutcomeArrays`)."""
+        if self._unpacked:
+            self._pack()
         return OutcomeArrays(
             ids=self._ids,
             users=self._users,
@@ -404,6 +429,8 @@ class OutcomeTable(Sequence[JobOutcome]):
         self._run_slots.append(slots)
 
     def _hosts(self, index: int) -> list[tuple[str, int]]:
+        if self._unpacked:
+            self._pack()
         first = self._run_first[index]
         end = first + self._run_count[index]
         names = self._host_names

@@ -389,3 +389,42 @@ def test_schedule_columns_follow_each_outcome(outcomes: list[JobOutcome]) -> Non
     rows = as_rows(schedule_columns(outcomes))
     compared = [name for name in SCHEDULE_COLUMNS if name not in ("user", "queue")]
     assert [{k: row[k] for k in compared} for row in rows] == expected
+
+
+@given(
+    st.integers(0, 4).flatmap(
+        lambda rows: st.lists(
+            # A column holds ints or floats (as the schedule's and the time
+            # series' do): small, beyond 64 bits, integral, or any.
+            st.one_of(
+                st.lists(st.integers(0, 2**40), min_size=rows, max_size=rows),
+                st.lists(st.integers(-(2**65), 2**65), min_size=rows, max_size=rows),
+                st.lists(st.integers(0, 2**40).map(float), min_size=rows, max_size=rows),
+                st.lists(
+                    st.floats(allow_nan=False, allow_infinity=False), min_size=rows, max_size=rows
+                ),
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
+)
+def test_csv_number_columns_are_written_as_the_csv_module_would(
+    tmp_path_factory: pytest.TempPathFactory, columns: list[list[float]]
+) -> None:
+    # Whole-number tables take a fast path; whatever the path, the file is the
+    # csv module's, each number as an int when it is integral, else its repr.
+    from xce_core.sim._schedule import _write_csv
+
+    names = [f"c{i}" for i in range(len(columns))]
+    path = tmp_path_factory.mktemp("csv") / "n.csv"
+    _write_csv(path, names, dict(zip(names, columns, strict=True)))
+
+    def cell(v: float) -> str:
+        return str(int(v)) if isinstance(v, float) and v.is_integer() else repr(v)
+
+    with (path.parent / "ref.csv").open("w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([list(map(cell, row)) for row in zip(*columns, strict=True)])
+    assert path.read_text() == (path.parent / "ref.csv").read_text()

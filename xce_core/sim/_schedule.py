@@ -400,15 +400,13 @@ def _write_csv(path: Path, names: Sequence[str], columns: dict[str, list[Any]]) 
 
 def _as_ints(columns: list[list[Any]]) -> list[list[int]] | None:
     """``columns`` as ints when every value is an int or a float with an
-    integral value (as CSV writes them), within 64 bits; else ``None``."""
+    integral value (as CSV writes them); else ``None``."""
     out = []
     for values in columns:
         kinds = set(map(type, values))
         if kinds == {float} and all(map(float.is_integer, values)):
             values = list(map(int, values))
         elif kinds != {int}:
-            return None
-        if values and not (min(values) >= -(2**63) and max(values) < 2**63):
             return None
         out.append(values)
     return out
@@ -443,12 +441,7 @@ def _int_texts(values: list[int]) -> list[str]:
     """``str`` of each int: one msgspec encode (a C loop) split at the commas,
     twice as fast as ``map(str, ...)`` on the time series' four int columns
     (benchmarks/bench_outputs.py)."""
-    if not values:
-        return []
-    try:
-        return _ENCODE(values)[1:-1].decode().split(",")
-    except OverflowError:  # beyond 64 bits
-        return list(map(str, values))
+    return _ENCODE(values)[1:-1].decode().split(",") if values else []
 
 
 _ENCODE: Final = msgspec.json.Encoder().encode

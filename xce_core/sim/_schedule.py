@@ -182,11 +182,21 @@ class _RowHosts:
         self, render: Callable[[int, int, int], _T], join: Callable[[list[_T]], _U]
     ) -> list[_U]:
         """Each row's runs rendered and joined. Runs repeat (the same hosts for
-        many jobs), so each distinct run is rendered once; the rest are C loops
-        over the runs (benchmarks/bench_outputs.py)."""
-        texts = {run: render(*run) for run in dict.fromkeys(self.runs)}
-        rendered = list(map(texts.__getitem__, self.runs))
-        return [join(rendered[f : f + c]) for f, c in zip(self.first, self.count, strict=True)]
+        many jobs), so each distinct run is rendered once, and joined alone
+        once for the rows of that one run, the usual row
+        (benchmarks/bench_outputs.py)."""
+        runs = self.runs
+        texts = {run: render(*run) for run in dict.fromkeys(runs)}
+        alone = {run: join([text]) for run, text in texts.items()}
+        nothing = join([])
+        return [
+            alone[runs[f]]
+            if c == 1
+            else join([texts[run] for run in runs[f : f + c]])
+            if c
+            else nothing
+            for f, c in zip(self.first, self.count, strict=True)
+        ]
 
 
 def _spread(values: Iterable[_T], present: Sequence[bool]) -> list[_T | None]:

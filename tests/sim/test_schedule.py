@@ -407,20 +407,26 @@ def test_schedule_columns_follow_each_outcome(outcomes: list[JobOutcome]) -> Non
             min_size=1,
             max_size=4,
         )
-    )
+    ),
+    st.booleans(),
 )
 def test_csv_number_columns_are_written_as_the_csv_module_would(
-    tmp_path_factory: pytest.TempPathFactory, columns: list[list[float]]
+    tmp_path_factory: pytest.TempPathFactory, columns: list[list[Any]], text: bool
 ) -> None:
-    # Whole-number tables take a fast path; whatever the path, the file is the
-    # csv module's, each number as an int when it is integral, else its repr.
+    # Whole-number tables take a fast path, and so do whole-number columns
+    # (beside a text column); whatever the path, the file is the csv
+    # module's, each number as an int when it is integral, else its repr.
     from xce_core.sim._schedule import _write_csv
 
+    if text:
+        columns = [[f"j{i}" for i in range(len(columns[0]))], *columns]
     names = [f"c{i}" for i in range(len(columns))]
     path = tmp_path_factory.mktemp("csv") / "n.csv"
     _write_csv(path, names, dict(zip(names, columns, strict=True)))
 
-    def cell(v: float) -> str:
+    def cell(v: float | str) -> str:
+        if isinstance(v, str):
+            return v
         return str(int(v)) if isinstance(v, float) and v.is_integer() else repr(v)
 
     with (path.parent / "ref.csv").open("w", newline="") as f:

@@ -20,6 +20,13 @@ or the connection comes back, the publisher **resyncs**: it reads the last
 message of the decisions stream, drops what its position shows stored, and
 sends the rest again. A restarted service does the same first, so the
 decisions it computes again while replaying are not sent twice.
+
+The messages of a window are written as the client would write them, but
+built here, up to ``_YIELD_EVERY`` at a time into one block handed to the
+client in one call (:func:`frame_writer`): one publish call per decision, each
+encoding a header dict, was the largest part of the service's CPU
+(benchmarks/bench_nats.py). When the client lacks what that needs, or is not
+connected, each message goes through ``Client.publish`` as before.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Final, final
+from typing import Final, Protocol, final
 
 import anyio
 import anyio.lowlevel
@@ -43,7 +50,7 @@ from events import Decision, EventEncoder
 from xce_core import XceError
 from xce_core.cli._nats_streams import POSITION_HEADER, NatsOptions
 
-__all__ = ["DecisionPublisher", "Position", "parse_position"]
+__all__ = ["DecisionPublisher", "Position", "frame_writer", "hpub_frame", "parse_position"]
 
 Position = tuple[int, int]
 """``(input stream sequence, ordinal among the decisions it caused)``."""
@@ -66,6 +73,66 @@ def _nothing() -> None:
 def parse_position(text: str) -> Position:
     seq, _, ordinal = text.partition(".")
     return int(seq), int(ordinal)
+
+
+def hpub_frame(
+    subject: str, reply: str, msg_id: str, last_seq: int, position: Position, payload: bytes
+) -> bytes:
+    """The ``HPUB`` command ``Client.publish(subject, payload, reply, headers)``
+    sends for a decision with its three headers (same headers, same order).
+
+    The msg id is stripped as the client strips header values; it is ASCII
+    and holds no CR or LF (:func:`decision_msg_id`), so its length in bytes is
+    its length in characters. Without a reply, the client's form leaves two
+    spaces; here there is one."""
+    header = (
+        f"NATS/1.0\r\nNats-Msg-Id: {msg_id.strip()}\r\n"
+        f"Nats-Expected-Last-Sequence: {last_seq}\r\n"
+        f"{POSITION_HEADER}: {position[0]}.{position[1]}\r\n\r\n"
+    )
+    size = len(header)
+    target = f"{subject} {reply}" if reply else subject
+    return b"%s%s\r\n" % (
+        f"HPUB {target} {size} {size + len(payload)}\r\n{header}".encode(),
+        payload,
+    )
+
+
+def _plain_subject(subject: str) -> bool:
+    """Not a subject ``publish`` refuses (empty, or with a space, tab, CR or
+    LF): those go through it, and it raises."""
+    return bool(subject) and not any(c in subject for c in " \t\r\n")
+
+
+class FrameWriter(Protocol):
+    """Queues protocol commands on a client: ``(block, messages, payload bytes)``."""
+
+    async def __call__(self, block: bytes, messages: int, payload_bytes: int) -> None: ...
+
+
+def frame_writer(nc: Client) -> FrameWriter | None:
+    """A way to queue ready-made ``HPUB`` commands on ``nc`` exactly as its
+    ``publish`` queues the one it builds, or ``None`` when ``nc`` lacks it.
+
+    nats-py has no public call for this: this uses ``Client._send_command``,
+    ``_flush_queue`` and ``_flush_pending``, as ``Client._send_publish`` does
+    (checked against nats-py 2.9 to 2.16). The caller checks beforehand what
+    ``publish`` checks (connected, subject, payload size)."""
+    send = getattr(nc, "_send_command", None)
+    flush = getattr(nc, "_flush_pending", None)
+    if send is None or flush is None or not hasattr(nc, "_flush_queue"):
+        return None
+
+    async def write(block: bytes, messages: int, payload_bytes: int) -> None:
+        stats = nc.stats
+        stats["out_msgs"] += messages
+        stats["out_bytes"] += payload_bytes
+        await send(block)
+        queue = nc._flush_queue
+        if queue is not None and queue.empty():  # as after every publish
+            await flush()
+
+    return write
 
 
 @final
@@ -96,6 +163,7 @@ class DecisionPublisher:
         "_sent",
         "_stored",
         "_sub",
+        "_write",
         "acked",
         "on_progress",
         "published",
@@ -125,6 +193,8 @@ class DecisionPublisher:
         self._needs_resync = False
         self._prefix = ""
         self._sub: Subscription | None = None
+        # Messages built here and queued on the client (None: one publish each).
+        self._write = frame_writer(nc) if _plain_subject(options.decisions_subject) else None
         self.published = 0
         self.acked = 0
         self.on_progress: Callable[[], None] = _nothing
@@ -203,35 +273,79 @@ class DecisionPublisher:
         async with self._lock:
             await self._fence()
             buffer = self._buffer
-            subject = self._options.decisions_subject
-            reply = f"{self._prefix}.{self._generation}."
-            publish = self._nc.publish
             window = self._options.publish_window
             if self._sent == 0:  # nothing in flight: the ack clock starts now
                 self._progress_at = time.monotonic()
             try:
                 while self._sent < len(buffer) and not self._needs_resync:
-                    number, position, msg_id, payload = buffer[self._sent]
+                    number = buffer[self._sent][0]
                     if number - self.acked >= window:
                         break  # the rest when acks come
                     if number % _YIELD_EVERY == 0:  # let acks and the lease through
                         await anyio.lowlevel.checkpoint()
-                    headers = {
-                        "Nats-Msg-Id": msg_id,
-                        "Nats-Expected-Last-Sequence": str(self._last_seq),
-                        POSITION_HEADER: f"{position[0]}.{position[1]}",
-                    }
-                    # Only some messages ask for an ack (see _ACK_EVERY).
-                    last = self._sent + 1 == len(buffer)
-                    if last or number % _ACK_EVERY == _ACK_EVERY - 1:
-                        await publish(subject, payload, f"{reply}{number}", headers=headers)
-                    else:
-                        await publish(subject, payload, headers=headers)
-                    self._sent += 1
-                    self._last_seq += 1
+                    await self._send_some()
             except nats.errors.Error as exc:  # disconnected with a full buffer, say
                 _log.warning("publishing decisions failed (%s); will resync", exc)
                 self._needs_resync = True
+
+    def _next_to_send(self) -> int:
+        """The end of what to send now: from ``_sent`` (which the window allows)
+        up to the window or the next multiple of ``_YIELD_EVERY``."""
+        buffer = self._buffer
+        limit = self.acked + self._options.publish_window
+        end = self._sent + 1
+        while end < len(buffer):
+            number = buffer[end][0]
+            if number >= limit or number % _YIELD_EVERY == 0:
+                break
+            end += 1
+        return end
+
+    async def _send_some(self) -> None:
+        """Send the entries :meth:`_next_to_send` allows (at least one)."""
+        buffer = self._buffer
+        start, end = self._sent, self._next_to_send()
+        subject = self._options.decisions_subject
+        reply = f"{self._prefix}.{self._generation}."
+        last = len(buffer) - 1  # only some messages ask for an ack (see _ACK_EVERY)
+        nc = self._nc
+        write = self._write
+        if write is not None and nc.is_connected and not nc.is_draining_pubs:
+            # The messages publish() would send, built here and queued in one
+            # block (benchmarks/bench_nats.py); see frame_writer.
+            frames: list[bytes] = []
+            size = 0
+            max_payload = nc.max_payload
+            last_seq = self._last_seq
+            for i in range(start, end):
+                number, position, msg_id, payload = buffer[i]
+                if len(payload) > max_payload:
+                    break  # publish() raises MaxPayloadError
+                asks = i == last or number % _ACK_EVERY == _ACK_EVERY - 1
+                ack_to = f"{reply}{number}" if asks else ""
+                frames.append(hpub_frame(subject, ack_to, msg_id, last_seq, position, payload))
+                size += len(payload)
+                last_seq += 1
+            else:
+                await write(b"".join(frames), len(frames), size)
+                self._sent = end
+                self._last_seq = last_seq
+                return
+        # Through Client.publish, which checks the connection, the subject and
+        # the payload size, and raises as it should.
+        for i in range(start, end):
+            number, position, msg_id, payload = buffer[i]
+            headers = {
+                "Nats-Msg-Id": msg_id,
+                "Nats-Expected-Last-Sequence": str(self._last_seq),
+                POSITION_HEADER: f"{position[0]}.{position[1]}",
+            }
+            if i == len(buffer) - 1 or number % _ACK_EVERY == _ACK_EVERY - 1:
+                await nc.publish(subject, payload, f"{reply}{number}", headers=headers)
+            else:
+                await nc.publish(subject, payload, headers=headers)
+            self._sent += 1
+            self._last_seq += 1
 
     async def run(self) -> None:
         """Read acks and resync when needed, until cancelled."""

@@ -359,7 +359,9 @@ class DecisionPublisher:
             try:
                 msg: Msg = await sub.next_msg(timeout=0.5)
             except nats.errors.TimeoutError:
-                if self._buffer and time.monotonic() - self._progress_at > _STALL_S:
+                # Only once something is sent: a long session fills the
+                # buffer long after the last ack (benchmarks/bench_nats.py).
+                if self._sent and time.monotonic() - self._progress_at > _STALL_S:
                     _log.warning("no ack from the server for %.0f s; resyncing", _STALL_S)
                     self._needs_resync = True
                 continue

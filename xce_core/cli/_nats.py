@@ -28,6 +28,7 @@ time it reaches ``POINT`` (see :data:`CRASH_POINTS`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
@@ -194,15 +195,15 @@ class _ActiveRun:
         if self._metrics is not None:
             self._metrics.observe_decisions(decisions, self._core)
         self._ordinal += len(decisions)
-        items = [
+        # Made as they are published, so sending overlaps the making.
+        items = (
             ((seq, first + i), decision_msg_id(decision, index), decision)
             for i, decision in enumerate(decisions)
-        ]
-        if len(items) > 1 and _crash is not None and _crash[0] == "mid_publish":
-            half = len(items) // 2
-            await self._publisher.publish(items[:half])
+        )
+        if len(decisions) > 1 and _crash is not None and _crash[0] == "mid_publish":
+            half = len(decisions) // 2
+            await self._publisher.publish(itertools.islice(items, half))
             crash_point("mid_publish")
-            items = items[half:]
         await self._publisher.publish(items)
         crash_point("published")
 

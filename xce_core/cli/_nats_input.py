@@ -146,14 +146,12 @@ class InputFetcher:
                 self._credit = 0  # requests lost (a server restart): ask again
                 continue
             taken = self._take(first, sub)
-            if taken is None:
-                await self.open()
-                continue
             if taken:
                 return taken
 
-    def _take(self, first: Msg, sub: Subscription) -> list[InputMessage] | None:
-        """``first`` and what else has arrived, in order; ``None`` after a gap."""
+    def _take(self, first: Msg, sub: Subscription) -> list[InputMessage]:
+        """``first`` and what else has arrived, in order, up to a gap (then
+        the consumer is recreated before the next fetch)."""
         queue = sub._pending_queue
         taken: list[InputMessage] = []
         msg: Msg | None = first
@@ -167,7 +165,10 @@ class InputFetcher:
                 self._credit -= 1
                 seq, stamp = parse_ack_reply(msg.reply)
                 if seq > self._expected and not self._fresh:
-                    return None
+                    # What was taken before the gap is returned: the consumer
+                    # is recreated after it, not at it.
+                    self._reopen = True
+                    break
                 if seq >= self._expected:  # else a redelivery of what was taken
                     self._fresh = False
                     self._expected = seq + 1

@@ -15,6 +15,14 @@ as one chunk of lines (NDJSON) or frames (msgpack), so a good payload decodes
 as that line or frame would and a bad one becomes a :class:`~events.BadEvent`.
 A message holds one event: an empty NDJSON payload, or one of several lines,
 is rejected.
+
+Delivered messages without headers (every input message, unless its producer
+set some) skip the client's ``Msg`` and queue: :func:`intercept_deliveries`
+hands their reply subject and payload straight to the fetcher, in order with
+the others, which still come as ``Msg`` (status messages, and data messages
+with headers). Building a ``Msg`` and queueing it was the largest part of the
+service's CPU while ingesting (benchmarks/bench_nats.py). When the client
+lacks what that needs, every message comes through the subscription's queue.
 """
 
 from __future__ import annotations
@@ -22,10 +30,11 @@ from __future__ import annotations
 import json
 import logging
 import struct
-from dataclasses import dataclass
-from typing import Final, final
+from collections.abc import Awaitable, Callable
+from typing import Final, NamedTuple, final
 
 import anyio
+import anyio.lowlevel
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -35,7 +44,7 @@ from nats.js import JetStreamContext
 from events import BadEvent, EventDecoder, InputEvent
 from xce_core.cli._nats_streams import NatsOptions, parse_ack_reply, recreate_consumer
 
-__all__ = ["InputFetcher", "InputMessage", "PayloadDecoder"]
+__all__ = ["InputFetcher", "InputMessage", "PayloadDecoder", "intercept_deliveries"]
 
 # A pull request lives this long on the server; idle ones are renewed.
 _PULL_EXPIRES_S: Final = 2.0
@@ -43,9 +52,7 @@ _FRAME_HEADER: Final = struct.Struct(">I")
 _log = logging.getLogger("xce.run")
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class InputMessage:
+class InputMessage(NamedTuple):
     """One delivered input message: its stream sequence, server timestamp (s),
     ack subject and payload."""
 
@@ -53,6 +60,63 @@ class InputMessage:
     time: float
     reply: str
     data: bytes
+
+
+Arrival = tuple[bytes, bytes] | Msg
+"""A delivered message: ``(reply subject, payload)`` when it has no headers,
+else as the client builds it."""
+_ProcessMsg = Callable[[int, bytes, bytes, bytes, bytes | None], Awaitable[None]]
+
+
+def intercept_deliveries(
+    nc: Client, sub: Subscription, arrived: list[Arrival], wake: Callable[[], None]
+) -> Callable[[], None] | None:
+    """Route the messages delivered to ``sub`` into ``arrived``, in order, and
+    call ``wake`` when it was empty; returns the function that undoes it, or
+    ``None`` when the client lacks what this needs (then read ``sub``).
+
+    nats-py's parser hands every message to ``Client._process_msg(sid,
+    subject, reply, payload, headers)`` (nats-py 2.9 to 2.16, checked), which
+    builds a ``Msg`` and queues it on the subscription. This puts a wrapper in
+    its place on this client: messages of ``sub`` without headers become
+    ``(reply, payload)``; the rest go through the original and are moved from
+    the subscription's queue, so a status message keeps its place."""
+    original: _ProcessMsg | None = getattr(nc, "_process_msg", None)
+    sid = getattr(sub, "_id", None)
+    queue = getattr(sub, "_pending_queue", None)
+    if original is None or not isinstance(sid, int) or queue is None:
+        return None
+    shadowed = nc.__dict__.get("_process_msg")
+    stats = nc.stats
+
+    async def process_msg(
+        msg_sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+    ) -> None:
+        if msg_sid != sid:
+            await original(msg_sid, subject, reply, data, headers)
+            return
+        if not arrived:
+            wake()
+        if headers is None:
+            stats["in_msgs"] += 1
+            stats["in_bytes"] += len(data)
+            arrived.append((reply, data))
+            return
+        await original(msg_sid, subject, reply, data, headers)
+        while not queue.empty():
+            msg = queue.get_nowait()
+            sub._pending_size -= len(msg.data)
+            arrived.append(msg)
+
+    def undo() -> None:
+        if nc.__dict__.get("_process_msg") is process_msg:
+            if shadowed is None:
+                del nc.__dict__["_process_msg"]
+            else:
+                nc.__dict__["_process_msg"] = shadowed
+
+    nc.__dict__["_process_msg"] = process_msg
+    return undo
 
 
 @final
@@ -64,6 +128,8 @@ class InputFetcher:
     """
 
     __slots__ = (
+        "_arrival",
+        "_arrived",
         "_credit",
         "_expected",
         "_fresh",
@@ -73,6 +139,7 @@ class InputFetcher:
         "_options",
         "_reopen",
         "_sub",
+        "_undo",
     )
 
     def __init__(
@@ -87,6 +154,11 @@ class InputFetcher:
         self._credit = 0  # messages requested and not yet delivered or expired
         self._fresh = True  # no message taken since the consumer was created
         self._reopen = False
+        # Delivered, not yet taken (see intercept_deliveries); _arrival is set
+        # when something comes.
+        self._arrived: list[Arrival] = []
+        self._arrival = anyio.Event()
+        self._undo: Callable[[], None] | None = None
 
     @property
     def next_seq(self) -> int:
@@ -100,9 +172,7 @@ class InputFetcher:
         """Recreate the consumer at the next sequence to take, on a new inbox.
         Retries while the server is unreachable."""
         self._reopen = False
-        if self._sub is not None:
-            await self._sub.unsubscribe()
-            self._sub = None
+        await self.close()
         while True:
             try:
                 await recreate_consumer(self._js, self._options, self._expected)
@@ -114,13 +184,21 @@ class InputFetcher:
         self._sub = await self._nc.subscribe(
             self._inbox, pending_msgs_limit=0, pending_bytes_limit=0
         )
+        self._arrived.clear()
+        self._undo = intercept_deliveries(self._nc, self._sub, self._arrived, self._wake)
         self._credit = 0
         self._fresh = True
 
     async def close(self) -> None:
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
         if self._sub is not None:
             await self._sub.unsubscribe()
             self._sub = None
+
+    def _wake(self) -> None:
+        self._arrival.set()
 
     async def _request(self) -> None:
         batch = self._options.batch
@@ -140,43 +218,69 @@ class InputFetcher:
             assert sub is not None, "open() first"
             if self._credit < self._options.batch // 2:
                 await self._request()
-            try:
-                first = await sub.next_msg(timeout=_PULL_EXPIRES_S + 1.0)
-            except nats.errors.TimeoutError:
+            arrivals = await self._wait(sub)
+            if arrivals is None:
                 self._credit = 0  # requests lost (a server restart): ask again
                 continue
-            taken = self._take(first, sub)
+            taken = self._take(arrivals)
             if taken:
                 return taken
 
-    def _take(self, first: Msg, sub: Subscription) -> list[InputMessage]:
-        """``first`` and what else has arrived, in order, up to a gap (then
+    async def _wait(self, sub: Subscription) -> list[Arrival] | None:
+        """What has arrived, once something has; ``None`` after a long wait."""
+        timeout = _PULL_EXPIRES_S + 1.0
+        arrived = self._arrived
+        if self._undo is None:  # as the client delivers, through its queue
+            try:
+                first = await sub.next_msg(timeout=timeout)
+            except nats.errors.TimeoutError:
+                return None
+            queue = sub._pending_queue
+            arrived.append(first)
+            while not queue.empty():
+                msg = queue.get_nowait()
+                sub._pending_size -= len(msg.data)
+                arrived.append(msg)
+        elif not arrived:
+            self._arrival = anyio.Event()
+            with anyio.move_on_after(timeout):
+                await self._arrival.wait()
+            if not arrived:
+                return None
+        else:
+            await anyio.lowlevel.checkpoint()
+        arrivals = arrived.copy()
+        arrived.clear()
+        return arrivals
+
+    def _take(self, arrivals: list[Arrival]) -> list[InputMessage]:
+        """The messages of ``arrivals`` to apply, in order, up to a gap (then
         the consumer is recreated before the next fetch)."""
-        queue = sub._pending_queue
         taken: list[InputMessage] = []
-        msg: Msg | None = first
-        while msg is not None:
-            headers = msg.headers
-            if headers and "Status" in headers:
-                # 404, 408 or 409: the request ended; its remaining credit with it.
-                left = headers.get("Nats-Pending-Messages")
-                self._credit = max(0, self._credit - int(left)) if left else 0
+        expected = self._expected
+        for arrival in arrivals:
+            if isinstance(arrival, tuple):
+                reply, data = arrival[0].decode(), arrival[1]
             else:
-                self._credit -= 1
-                seq, stamp = parse_ack_reply(msg.reply)
-                if seq > self._expected and not self._fresh:
-                    # What was taken before the gap is returned: the consumer
-                    # is recreated after it, not at it.
-                    self._reopen = True
-                    break
-                if seq >= self._expected:  # else a redelivery of what was taken
-                    self._fresh = False
-                    self._expected = seq + 1
-                    taken.append(InputMessage(seq, stamp / 1e9, msg.reply, msg.data))
-            if queue.empty():
+                headers = arrival.headers
+                if headers and "Status" in headers:
+                    # 404, 408 or 409: the request ended; its remaining credit with it.
+                    left = headers.get("Nats-Pending-Messages")
+                    self._credit = max(0, self._credit - int(left)) if left else 0
+                    continue
+                reply, data = arrival.reply, arrival.data
+            self._credit -= 1
+            seq, stamp = parse_ack_reply(reply)
+            if seq > expected and not self._fresh:
+                # What was taken before the gap is returned: the consumer is
+                # recreated after it, not at it.
+                self._reopen = True
                 break
-            msg = queue.get_nowait()
-            sub._pending_size -= len(msg.data)
+            if seq >= expected:  # else a redelivery of what was taken
+                self._fresh = False
+                expected = seq + 1
+                taken.append(InputMessage(seq, stamp / 1e9, reply, data))
+        self._expected = expected
         return taken
 
 

@@ -9,15 +9,17 @@ from pathlib import Path
 
 import anyio
 import pytest
+from msgspec.structs import replace
 
 pytest.importorskip("nats")
 import nats
 from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
+from events import BadEvent
 from tests.cli.nats_server import NatsServer
 from xce_core.cli import _nats_input
-from xce_core.cli._nats_input import InputFetcher, InputMessage
+from xce_core.cli._nats_input import InputFetcher, InputMessage, PayloadDecoder
 from xce_core.cli._nats_streams import NatsOptions
 
 
@@ -101,3 +103,21 @@ async def test_fetches_the_stream_in_order(
         assert info.delivered.stream_seq == 300
     finally:
         await nc.close()
+
+
+def test_a_batch_decodes_as_its_payloads_one_by_one() -> None:
+    decoder = PayloadDecoder(NatsOptions())
+    good = [
+        b'{"type":"worker_up","name":"h1","slots":2}\n',
+        b'{"type":"job_submitted","job_id":"j1"}\n',
+        b'{"type":"session_begin"}',  # no newline
+        b'{"type":"job_submitted","job_id":"j2"}\r\n',
+    ]
+    bad = [b"\n", b" \n", b"\x0b\n", b"a\nb\n", b'{"type":"nope"}\n', b"{\n", b""]
+    assert not any(isinstance(item, BadEvent) for item in decoder.decode(good))
+    for payloads in (good, bad, good[:2] + bad + good[2:], bad[::-1] + good):
+        alone = [decoder.decode([p])[0] for p in payloads]
+        assert decoder.decode(payloads) == [
+            replace(item, index=i) if isinstance(item, BadEvent) else item
+            for i, item in enumerate(alone)
+        ]

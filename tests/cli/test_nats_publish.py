@@ -15,7 +15,7 @@ pytest.importorskip("nats")
 import nats
 from nats.aio.client import Client
 
-from events import JobPended
+from events import JobAllocated, JobPended
 from tests.cli.nats_server import NatsServer
 from xce_core.cli import _nats_publish
 from xce_core.cli._nats_publish import DecisionPublisher, frame_writer, hpub_frame
@@ -142,3 +142,17 @@ async def test_both_ways_store_the_same(
     assert again.acked == len(items)
     await again.close()
     assert len(await stored(nats_server.url, options.decisions_stream)) == len(items)
+
+
+@pytest.mark.parametrize("job_id", ["j", "j ", " j", "j\t", "#j", "é", "x" * 500])
+def test_msg_ids_survive_header_stripping_and_stay_distinct(job_id: str) -> None:
+    # A client strips spaces at the ends of a header value: every msg id is
+    # already stripped, so jobs whose ids differ only there keep distinct ids.
+    msg_id = decision_msg_id(JobAllocated(session=2, job_id=job_id, hosts=[]), 0)
+    assert msg_id == msg_id.strip()
+    assert msg_id.isascii()
+    assert msg_id.isprintable()
+    others = {"j", "j ", " j", "j\t", "#j", "é", "x" * 500} - {job_id}
+    assert msg_id not in {
+        decision_msg_id(JobAllocated(session=2, job_id=o, hosts=[]), 0) for o in others
+    }

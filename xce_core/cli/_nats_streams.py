@@ -154,12 +154,15 @@ def parse_ack_reply(reply: str) -> tuple[int, int]:
 
 
 def _job_key(job_id: str) -> str:
-    # Header values cannot hold CR/LF; a hash keeps odd or long ids unique too.
+    # Header values cannot hold CR/LF, and clients strip spaces at their ends
+    # (``j`` and ``j `` would share an id, and deduplication drop one of their
+    # decisions); a hash keeps odd or long ids unique.
     if (
         len(job_id) <= _MAX_PLAIN_ID
         and job_id.isascii()
         and job_id.isprintable()
         and not job_id.startswith("#")
+        and job_id == job_id.strip()
     ):
         return job_id
     return "#" + hashlib.blake2b(job_id.encode(), digest_size=16).hexdigest()

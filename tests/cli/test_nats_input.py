@@ -4,9 +4,6 @@ intercepted."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import anyio
 import pytest
 from msgspec.structs import replace
@@ -61,14 +58,6 @@ def test_redeliveries_are_dropped_and_status_messages_end_credit() -> None:
     assert [m.seq for m in taken] == [10, 11]
     assert fetcher._credit == 1000 - 3 - 900 - 1
     assert not fetcher._reopen
-
-
-@pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    server = NatsServer(tmp_path / "nats")
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.mark.parametrize("intercept", [True, False], ids=["intercepted", "queued"])

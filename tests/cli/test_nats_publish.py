@@ -4,8 +4,7 @@ blocks, or one ``Client.publish`` each) store the same messages."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -22,14 +21,6 @@ from xce_core.cli._nats_publish import DecisionPublisher, frame_writer, hpub_fra
 from xce_core.cli._nats_streams import NatsOptions, decision_msg_id, ensure_streams
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    server = NatsServer(tmp_path / "nats")
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

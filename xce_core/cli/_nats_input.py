@@ -86,8 +86,7 @@ def intercept_deliveries(
     the subscription's queue, so a status message keeps its place."""
     original: _ProcessMsg | None = getattr(nc, "_process_msg", None)
     sid = getattr(sub, "_id", None)
-    queue = getattr(sub, "_pending_queue", None)
-    if original is None or not isinstance(sid, int) or queue is None:
+    if original is None or not isinstance(sid, int) or not hasattr(sub, "_pending_queue"):
         return None
     shadowed = nc.__dict__.get("_process_msg")
     stats = nc.stats
@@ -106,10 +105,7 @@ def intercept_deliveries(
             arrived.append((reply, data))
             return
         await original(msg_sid, subject, reply, data, headers)
-        while not queue.empty():
-            msg = queue.get_nowait()
-            sub._pending_size -= len(msg.data)
-            arrived.append(msg)
+        _drain(sub, arrived)
 
     def undo() -> None:
         if nc.__dict__.get("_process_msg") is process_msg:
@@ -120,6 +116,16 @@ def intercept_deliveries(
 
     nc.__dict__["_process_msg"] = process_msg
     return undo
+
+
+def _drain(sub: Subscription, arrived: list[Arrival]) -> None:
+    """Move every message queued on ``sub`` to ``arrived``, in order (and off
+    the subscription's pending size, as ``next_msg`` would)."""
+    queue = sub._pending_queue
+    while not queue.empty():
+        msg = queue.get_nowait()
+        sub._pending_size -= len(msg.data)
+        arrived.append(msg)
 
 
 @final
@@ -238,12 +244,8 @@ class InputFetcher:
                 first = await sub.next_msg(timeout=timeout)
             except nats.errors.TimeoutError:
                 return None
-            queue = sub._pending_queue
             arrived.append(first)
-            while not queue.empty():
-                msg = queue.get_nowait()
-                sub._pending_size -= len(msg.data)
-                arrived.append(msg)
+            _drain(sub, arrived)
         elif not arrived:
             self._arrival = anyio.Event()
             with anyio.move_on_after(timeout):

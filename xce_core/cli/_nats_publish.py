@@ -310,7 +310,13 @@ class DecisionPublisher:
         start, end = self._sent, self._next_to_send()
         subject = self._options.decisions_subject
         reply = f"{self._prefix}.{self._generation}."
-        last = len(buffer) - 1  # only some messages ask for an ack (see _ACK_EVERY)
+        last = len(buffer) - 1
+
+        def ack_to(i: int, number: int) -> str:
+            # Only some messages ask for an ack (see _ACK_EVERY): "" for none.
+            asks = i == last or number % _ACK_EVERY == _ACK_EVERY - 1
+            return f"{reply}{number}" if asks else ""
+
         nc = self._nc
         write = self._write
         if write is not None and nc.is_connected and not nc.is_draining_pubs:
@@ -324,9 +330,9 @@ class DecisionPublisher:
                 number, position, msg_id, payload = buffer[i]
                 if len(payload) > max_payload:
                     break  # publish() raises MaxPayloadError
-                asks = i == last or number % _ACK_EVERY == _ACK_EVERY - 1
-                ack_to = f"{reply}{number}" if asks else ""
-                frames.append(hpub_frame(subject, ack_to, msg_id, last_seq, position, payload))
+                frames.append(
+                    hpub_frame(subject, ack_to(i, number), msg_id, last_seq, position, payload)
+                )
                 size += len(payload)
                 last_seq += 1
             else:
@@ -343,10 +349,7 @@ class DecisionPublisher:
                 "Nats-Expected-Last-Sequence": str(self._last_seq),
                 POSITION_HEADER: f"{position[0]}.{position[1]}",
             }
-            if i == len(buffer) - 1 or number % _ACK_EVERY == _ACK_EVERY - 1:
-                await nc.publish(subject, payload, f"{reply}{number}", headers=headers)
-            else:
-                await nc.publish(subject, payload, headers=headers)
+            await nc.publish(subject, payload, ack_to(i, number), headers=headers)
             self._sent += 1
             self._last_seq += 1
 

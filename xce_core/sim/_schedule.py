@@ -409,17 +409,26 @@ def _write_csv(path: Path, names: Sequence[str], columns: dict[str, list[Any]]) 
 
 
 def _as_ints(columns: list[list[Any]]) -> list[list[int]] | None:
-    """``columns`` as ints when every value is an int or a float with an
-    integral value (as CSV writes them); else ``None``."""
+    """``columns`` as ints when every one holds whole numbers (:func:`_whole`);
+    else ``None``."""
     out = []
     for values in columns:
-        kinds = set(map(type, values))
-        if kinds == {float} and all(map(float.is_integer, values)):
-            values = list(map(int, values))
-        elif kinds != {int}:
+        ints = _whole(values)
+        if ints is None:
             return None
-        out.append(values)
+        out.append(ints)
     return out
+
+
+def _whole(values: list[Any]) -> list[int] | None:
+    """``values`` as ints when all are ints, or all floats with an integral
+    value (as CSV writes them); else ``None`` (an empty value, another type)."""
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return values
+    if kinds == {float} and all(map(float.is_integer, values)):
+        return list(map(int, values))
+    return None
 
 
 _CSV_CHUNK: Final = 8192
@@ -428,15 +437,15 @@ _NEEDS_QUOTES: Final = re.compile(r'[",\r\n]').search
 
 def _csv_cells(values: list[Any]) -> list[str]:
     kind = next((type(v) for v in values if v is not None), str)
-    if kind is float:
-        if None not in values and all(map(float.is_integer, values)):
-            # Whole numbers (the usual times): as ints, by one encode (a third
+    if kind is float or kind is int:
+        ints = _whole(values)
+        if ints is not None:
+            # Whole numbers (the usual times and sizes): by one encode (a third
             # faster a column, benchmarks/bench_outputs.py).
-            return _int_texts(list(map(int, values)))
+            return _int_texts(ints)
+    if kind is float:
         return ["" if v is None else str(int(v)) if v.is_integer() else repr(v) for v in values]
     if kind is int:
-        if None not in values:
-            return _int_texts(values)
         return ["" if v is None else str(v) for v in values]
     if None not in values:
         column = " ".join(values)

@@ -10,8 +10,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xce_core import SchedulerConfig
@@ -434,3 +435,72 @@ def test_csv_number_columns_are_written_as_the_csv_module_would(
         writer.writerow(names)
         writer.writerows([list(map(cell, row)) for row in zip(*columns, strict=True)])
     assert path.read_text() == (path.parent / "ref.csv").read_text()
+
+
+_SERIES_POLICIES = {
+    "fcfs": SchedulerConfig(),
+    "strict": SchedulerConfig(strict_fifo=True),
+    "easy": SchedulerConfig(backfill="easy"),
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 20),  # submit: ties are common
+            st.integers(0, 6),  # size: 0 has none, 5 and 6 are too big for 4 slots
+            st.sampled_from([-1, 0, 0, 1, 2, 5]),  # run time: often 0
+        ),
+        max_size=25,
+    ),
+    st.sampled_from(sorted(_SERIES_POLICIES)),
+    st.none() | st.integers(1, 30),  # stop before this many instants
+    st.sampled_from(
+        [
+            None,
+            None,
+            "select[",  # the core rejects every job
+            "2*{select[type==any]} + 1*{select[type==any]}",  # and here jobs of 2 and 4 tasks
+            "select[type==any] rusage[mem=1]",  # no host has memory: none starts
+        ]
+    ),
+)
+def test_the_recorded_time_series_equals_the_one_computed_from_the_outcomes(
+    rows: list[tuple[int, int, int]], policy: str, stop_after: int | None, resreq: str | None
+) -> None:
+    # The replay's record (keep_series) against the outcome-based computation,
+    # on replays with rejections by the replay (too big, no size) and by the
+    # core (a requirement that does not parse, or task counts a compound
+    # requirement does not allow), zero-second jobs,
+    # jobs that never start (memory no host has), and stopped replays.
+    jobs = [swf(i + 1, submit, run, size) for i, (submit, size, run) in enumerate(rows)]
+    calls = 0
+
+    def stop() -> bool:
+        nonlocal calls
+        calls += 1
+        return stop_after is not None and calls > stop_after
+
+    async def run() -> SimResult:
+        cluster = ClusterSpec((HostGroup(count=4, slots=1),))
+        config = _SERIES_POLICIES[policy]
+        return await simulate(
+            jobs, cluster, config=config, resreq=resreq, keep_series=True, stop=stop
+        )
+
+    result = anyio.run(run)
+    table = as_table(result.jobs)
+    assert table.recorded_series() is not None
+    until = result.summary.stopped_at
+    computed = timeseries_columns(list(result.jobs), until)  # objects: no record
+    assert timeseries_columns(table, until) == computed
+
+
+async def test_changing_an_outcome_drops_the_recorded_series() -> None:
+    result = await replay(limit=50, keep_series=True)
+    table = as_table(result.jobs)
+    assert table.recorded_series() is not None
+    table.rejected(0, "by hand")
+    assert table.recorded_series() is None
+    assert timeseries_columns(table) == timeseries_columns(list(table))

@@ -335,6 +335,7 @@ def _simulate(params: dict[str, Any], *, quiet: bool, progress_interval: float) 
                     every_instant=o.every_instant,
                     # Where jobs ran is kept only for the one output that shows it.
                     keep_hosts=o.schedule is not None,
+                    keep_series=o.timeseries is not None,
                     limits=rules.limits if rules is not None else (),
                     setup=rules.setup if rules is not None else (),
                     progress=progress,

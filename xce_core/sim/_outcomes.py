@@ -11,6 +11,7 @@ built only when read, equal to those the replay used to keep.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from array import array
@@ -29,6 +30,7 @@ __all__ = [
     "OutcomeArrays",
     "OutcomeColumns",
     "OutcomeTable",
+    "SeriesRecorder",
     "Status",
 ]
 
@@ -42,6 +44,7 @@ _REJECTED: Final = 2
 _PENDING: Final = 3
 _UNREPLAYED: Final = 4
 # Slot counts an OutcomeTable keeps its hosts as HostSlots for (_hosts_in_order).
+_UNSEEN: Final[list[HostSlots]] = []
 _IN_ORDER_SLOT_COUNTS: Final = 4
 # Hosts named by allocations an OutcomeTable holds as given before making them
 # runs (_pack): a few MB of HostSlots at most.
@@ -162,6 +165,33 @@ class OutcomeArrays:
 
 
 @final
+class SeriesRecorder:
+    """A replay's time series as it goes (see
+    :func:`~xce_core.sim.timeseries_columns`): the replay gives it, after each
+    instant once a job was accepted, the instant's totals (used slots, running
+    jobs, queue length, queued slot demand); it keeps a row wherever they
+    moved. Rows are recorded by the replay's own counters, so they equal what
+    :func:`~xce_core.sim.timeseries_columns` computes from the outcomes (a
+    property test holds the two together); recording costs a tuple per instant,
+    where computing them afterwards costs several passes over every job (most
+    of writing ``--timeseries``, benchmarks/bench_outputs.py)."""
+
+    __slots__ = ("_last", "rows", "times")
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.rows: list[tuple[int, int, int, int]] = []
+        self._last: tuple[int, int, int, int] | None = None
+
+    def instant(self, t: float, totals: tuple[int, int, int, int]) -> None:
+        """The totals after instant ``t`` (later than any before)."""
+        if totals != self._last:
+            self._last = totals
+            self.times.append(t)
+            self.rows.append(totals)
+
+
+@final
 class OutcomeTable(Sequence[JobOutcome]):
     """Every job's outcome of one replay, in trace order, one array per field.
 
@@ -175,7 +205,9 @@ class OutcomeTable(Sequence[JobOutcome]):
     building them. With ``host_names`` (the cluster's hosts in registration order;
     other names are added as met) each started job's hosts are kept; with
     ``None`` they are not, and read as ``[]`` (``slots`` and :meth:`columns` still
-    count the slots held). Not thread-safe."""
+    count the slots held). The replay may leave its time series in the table
+    (:meth:`keep_series`); changing a job's outcome afterwards drops it. Not
+    thread-safe."""
 
     __slots__ = (
         "_details",
@@ -194,6 +226,7 @@ class OutcomeTable(Sequence[JobOutcome]):
         "_run_length",
         "_run_slots",
         "_run_time",
+        "_series",
         "_slots",
         "_start",
         "_status",
@@ -235,6 +268,7 @@ class OutcomeTable(Sequence[JobOutcome]):
         # many hosts they name (see _pack).
         self._unpacked: list[tuple[int, Sequence[HostSlots]]] = []
         self._unpacked_hosts = 0
+        self._series: SeriesRecorder | None = None
 
     @property
     def keeps_hosts(self) -> bool:
@@ -251,6 +285,7 @@ class OutcomeTable(Sequence[JobOutcome]):
         queue: str = "",
     ) -> int:
         """Add a job, ``never_started`` for now; returns its index."""
+        self._series = None
         index = len(self._ids)
         self._ids.append(job_id)
         self._users.append(user)
@@ -275,12 +310,14 @@ class OutcomeTable(Sequence[JobOutcome]):
 
     def rejected(self, index: int, reason: str) -> None:
         """Job ``index`` is rejected, for ``reason``."""
+        self._series = None
         self._status[index] = _REJECTED
         self._reasons[index] = reason
 
     def started(self, index: int, start: float, slots: int, hosts: Sequence[HostSlots]) -> None:
         """Job ``index`` started at ``start`` holding ``slots`` slots on ``hosts``
         (kept only when the table keeps hosts)."""
+        self._series = None
         self._status[index] = _STARTED
         self._start[index] = start
         self._slots[index] = slots
@@ -296,13 +333,51 @@ class OutcomeTable(Sequence[JobOutcome]):
     def _pack(self) -> None:
         """Every allocation not made runs yet, made runs (in the order given)."""
         unpacked, self._unpacked, self._unpacked_hosts = self._unpacked, [], 0
-        run_first, run_count, run_host = self._run_first, self._run_count, self._run_host
-        add_runs = self._add_runs
+        run_first, run_count = self._run_first, self._run_count
+        run_host, run_length, run_slots = self._run_host, self._run_length, self._run_slots
+        host_index = self._host_index
+        in_orders: dict[int, list[HostSlots] | None] = {}
         for index, hosts in unpacked:
-            first = len(run_host)
-            add_runs(hosts)
-            run_first[index] = first
-            run_count[index] = len(run_host) - first
+            # The usual case inline (a call per job was most of packing on the
+            # NASA replay, benchmarks/bench_outputs.py): one run of equal slots
+            # on consecutive hosts, told by comparing the allocation with a
+            # slice of the table's hosts as HostSlots (one C loop).
+            head = hosts[0]
+            first = host_index.get(head.host)
+            slots = head.slots
+            in_order = in_orders.get(slots, _UNSEEN)
+            if in_order is _UNSEEN:
+                in_order = in_orders[slots] = self._hosts_in_order(slots)
+            run_first[index] = len(run_host)
+            count = len(hosts)
+            if (
+                first is not None
+                and in_order is not None
+                and in_order[first : first + count] == hosts
+            ):
+                if in_order[first] is not head:
+                    # Keep the allocation's own (equal) objects: the core lists
+                    # a one-slot host by one shared object, so the next
+                    # comparison of these hosts compares pointers, not structs.
+                    in_order[first : first + count] = hosts
+                run_count[index] = 1
+                run_host.append(first)
+                run_length.append(count)
+                run_slots.append(slots)
+                continue
+            self._add_runs(hosts)
+            run_count[index] = len(run_host) - run_first[index]
+            in_orders.clear()  # hosts new to the table may have been added
+
+    def keep_series(self, series: SeriesRecorder) -> None:
+        """Keep the time series the replay recorded of these outcomes, as they
+        stand now (the replay's last step)."""
+        self._series = series
+
+    def recorded_series(self) -> SeriesRecorder | None:
+        """The time series the replay kept (:meth:`keep_series`), unless an
+        outcome changed since; else ``None``."""
+        return self._series
 
     def started_jobs(self) -> Iterator[tuple[int, float, float, float, int]]:
         """``(index, submit, start, run_time, slots)`` of every started job, in
@@ -326,10 +401,12 @@ class OutcomeTable(Sequence[JobOutcome]):
 
     def pending(self, index: int) -> None:
         """Job ``index`` was submitted and had not started when the replay stopped."""
+        self._series = None
         self._status[index] = _PENDING
 
     def unreplayed(self, index: int) -> None:
         """Job ``index`` was not submitted yet when the replay stopped."""
+        self._series = None
         self._status[index] = _UNREPLAYED
 
     def status(self, index: int) -> Status:
@@ -366,18 +443,10 @@ class OutcomeTable(Sequence[JobOutcome]):
         return self._hosts(index)
 
     def _add_runs(self, hosts: Sequence[HostSlots]) -> None:
+        """The runs of an allocation that is not one run of hosts in table order
+        (that case is :meth:`_pack`'s)."""
         index = self._host_index
-        head = hosts[0]
-        first, count = index.get(head.host), len(hosts)
-        # The usual case first: one run of equal slots on consecutive hosts,
-        # told by comparing the allocation with a slice of the table's hosts as
-        # HostSlots (one C loop; the two comprehensions below were most of
-        # keeping hosts on the NASA replay, benchmarks/bench_outputs.py).
-        if first is not None:
-            in_order = self._hosts_in_order(head.slots)
-            if in_order is not None and in_order[first : first + count] == hosts:
-                self._add_run(first, count, head.slots)
-                return
+        count = len(hosts)
         # Comprehensions: faster than map(attrgetter(...)) on these structs.
         names = [h.host for h in hosts]
         slots = [h.slots for h in hosts]
@@ -396,8 +465,8 @@ class OutcomeTable(Sequence[JobOutcome]):
                 return
             # Equal slots on scattered hosts (a fragmented cluster): the breaks
             # between runs are where consecutive numbers do not differ by one.
-            steps = list(map(operator.sub, numbers[1:], numbers))
-            bounds = [0, *(k for k, step in enumerate(steps, 1) if step != 1), count]
+            steps = map(operator.sub, numbers[1:], numbers)
+            bounds = [0, *compress(itertools.count(1), map((1).__ne__, steps)), count]
             self._run_host.extend([numbers[k] for k in bounds[:-1]])
             self._run_length.extend(list(map(operator.sub, bounds[1:], bounds)))
             self._run_slots.extend([slots[0]] * (len(bounds) - 1))

@@ -110,7 +110,7 @@ from xce_core import (
     internal_error_text,
 )
 from xce_core.sim._cluster import ClusterSpec, SimulationError
-from xce_core.sim._outcomes import OutcomeTable
+from xce_core.sim._outcomes import OutcomeTable, SeriesRecorder
 from xce_core.sim._report import SimResult, consumer_figures, summarize
 from xce_core.sim._swf import SwfJob
 
@@ -190,6 +190,7 @@ async def simulate(
     progress: Progress | None = None,
     every_instant: bool = False,
     keep_hosts: bool = True,
+    keep_series: bool = False,
     limits: Sequence[Limit] = (),
     setup: Sequence[InputEvent] = (),
     stop: Callable[[], bool] | None = None,
@@ -201,13 +202,15 @@ async def simulate(
     every instant with pending jobs, even one that cannot start any. Without
     ``keep_hosts`` the result does not keep where jobs ran (their ``hosts`` read
     as ``[]``; everything else is the same), which saves most of the memory of a
-    replay of many wide jobs. ``limits`` are resource allocation limits set
-    before the first job (a ``limits_config`` event); ``setup`` are other
-    configuration events applied before them, after the cluster's (a policy
-    file's share tree and queues). ``stop()``, when given, is
-    called before each instant; once it returns true the replay ends there and
-    returns a partial result (see the module docstring). Never sleeps; each
-    session is a checkpoint. Raises
+    replay of many wide jobs. ``keep_series`` records the time series
+    (:func:`~xce_core.sim.timeseries_columns`) as the replay goes, in the
+    result's table: writing it then costs its rows, not a pass over every job.
+    ``limits`` are resource allocation limits set before the first job (a
+    ``limits_config`` event); ``setup`` are other configuration events applied
+    before them, after the cluster's (a policy file's share tree and queues).
+    ``stop()``, when given, is called before each instant; once it returns true
+    the replay ends there and returns a partial result (see the module
+    docstring). Never sleeps; each session is a checkpoint. Raises
     :class:`SimulationError` if the core contradicts the replay's bookkeeping or
     reports a fault (a bug, or a plugin that raised), :class:`PluginError` for an
     unknown picker or allocator in ``config``.
@@ -267,10 +270,14 @@ async def simulate(
     by_head = _in_submit_order(config, cluster, setup, limits)
     sessions = 0
     skipped = 0
-    free = cluster.total_slots
+    total_slots = free = cluster.total_slots
     freed = True  # a finish since the last session
     smallest_new = math.inf  # fewest tasks among jobs submitted since the last session
     started_n = 0
+    # For the time series: jobs running, slots the pending jobs ask for, and the
+    # jobs the core rejected (the series counts only jobs it accepted).
+    running = demand = core_rejected = 0
+    series = SeriesRecorder() if keep_series else None
     total = len(order)
     next_job = 0
     instants = 0
@@ -306,6 +313,7 @@ async def simulate(
             _, _, done_id, done_slots = heappop(finishes)
             batch.append(JobFinished(job_id=done_id))
             free += done_slots
+            running -= 1
             freed = True
         while next_job < total:
             number = order[next_job]
@@ -337,6 +345,7 @@ async def simulate(
             heappush(waiting, (next_job, number))
             heappush(sizes, (job_tasks, number))
             pending += 1
+            demand += job_tasks
             next_job += 1
             if job_tasks < smallest_new:
                 smallest_new = job_tasks
@@ -361,6 +370,8 @@ async def simulate(
             # session or ends the replay (the core reads the clock then only;
             # under fairshare it charges each end at its own time, so ends are
             # applied now).
+            if series is not None and next_job > core_rejected:
+                series.instant(t, (total_slots - free, running, pending, demand))
             instants += 1
             if progress is not None and instants % _PROGRESS_EVERY == 0:
                 progress(next_job, total)
@@ -392,12 +403,16 @@ async def simulate(
                 free -= slots
                 gone[number] = 1
                 started_n += 1
+                running += 1
                 pending -= 1
+                demand -= slots
             elif isinstance(decision, JobRejected):
                 number = live.pop(decision.job_id)
                 outcomes.rejected(number, f"core: {decision.error}")
                 gone[number] = 1
                 pending -= 1
+                demand -= tasks[number]
+                core_rejected += 1
             elif isinstance(decision, EventRejected):
                 rejected = submitted.get(decision.index)
                 if rejected is None:
@@ -406,6 +421,8 @@ async def simulate(
                 outcomes.rejected(rejected, f"core: {decision.error}")
                 gone[rejected] = 1
                 pending -= 1
+                demand -= tasks[rejected]
+                core_rejected += 1
         if starting:
             # A job that started while one ahead of it in submit order stays
             # pending was backfilled (or, without backfill, overtook it).
@@ -424,8 +441,13 @@ async def simulate(
             for decision in taken:
                 raise SimulationError(f"the core refused a job's end: {decision}")
             free += sum(slots for _, slots in ended_now)
+            running -= len(ended_now)
             freed = retry = True
             ended_now.clear()
+        if series is not None and next_job > core_rejected:
+            # Only once a job was accepted (the series starts at its first
+            # change): then a row wherever a total moved.
+            series.instant(t, (total_slots - free, running, pending, demand))
         instants += 1
         if progress is not None and instants % _PROGRESS_EVERY == 0:
             progress(next_job, total)
@@ -444,6 +466,8 @@ async def simulate(
     if stopped_at is not None:
         for rest in range(next_job, total):
             outcomes.unreplayed(order[rest])
+    if series is not None:
+        outcomes.keep_series(series)  # after the last outcome changed
     if config.backfill != "none":
         policy = f"{config.picker} {config.backfill}-backfill"
     else:

@@ -522,7 +522,18 @@ def timeseries_columns(
     """The time series of ``outcomes`` (an :class:`OutcomeTable`, or outcome
     objects) by column (see the module docstring), up to ``until`` (the instant
     a stopped replay reached) when given. Pure."""
-    a = as_table(outcomes).arrays()
+    table = as_table(outcomes)
+    recorded = table.recorded_series()
+    if recorded is not None:
+        # The replay's own record (SeriesRecorder): equal, and no pass over
+        # every job (most of writing it, benchmarks/bench_outputs.py).
+        times = recorded.times
+        count = len(times) if until is None else bisect.bisect_right(times, until)
+        by_column = list(zip(*recorded.rows[:count], strict=True)) or [()] * 4
+        columns: dict[str, list[Any]] = {"time": times[:count]}
+        columns.update(zip(TIMESERIES_COLUMNS[1:], map(list, by_column), strict=True))
+        return columns
+    a = table.arrays()
     status, procs, start_at, run_at = a.status, a.procs, a.start, a.run_time
     # As flags, one byte per job (bytes.translate: a C loop).
     queued = status.translate(_QUEUED_FLAGS)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import importlib.metadata
 import platform
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,6 +42,8 @@ class Provenance(msgspec.Struct, kw_only=True):
 
 def xce_version() -> str:
     """The installed xce's version (``unknown`` when run from a bare source tree)."""
+    import importlib.metadata  # here, not at the top: about 8 ms of `xce simulate --help`
+
     try:
         return importlib.metadata.version("xce")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed

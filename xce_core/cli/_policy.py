@@ -26,6 +26,10 @@ groups limits may name (``[user_groups]``)::
 
 An unknown key is an error (a misspelt consumer must not become a limit that
 limits nothing), as is anything the core refuses in those events.
+
+:func:`unknown_plugin` checks the plugin names a configuration asks for; it
+lives here, not with ``xce run``, so that ``xce simulate`` and ``xce sweep``
+do not import the service's modules for it (about 2.5 ms of their start-up).
 """
 
 from __future__ import annotations
@@ -39,9 +43,9 @@ import click
 import msgspec
 
 from events import FairshareConfig, InputEvent, Limit, LimitsConfig, QueueConfig, ShareTree
-from xce_core import BACKFILL_MODES, FairshareParams, SchedulerConfig, SchedulerCore
+from xce_core import BACKFILL_MODES, FairshareParams, Registry, SchedulerConfig, SchedulerCore
 
-__all__ = ["Policy", "policy_options", "read_policy"]
+__all__ = ["Policy", "policy_options", "read_policy", "unknown_plugin"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -160,3 +164,24 @@ def read_policy(path: Path) -> Policy:
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(InputEvent)
+
+
+def unknown_plugin(registry: Registry, config: SchedulerConfig) -> tuple[str, str] | None:
+    """The first plugin name in ``config`` that ``registry`` lacks, as ``(option,
+    message)`` (``("--parallel-allocator", "unknown allocator 'x' (registered: ...)")``),
+    or ``None`` when every name is registered. Shared by ``xce run`` and ``xce simulate``
+    so both name the offending option and list what is installed."""
+    checks = (
+        ("--picker", "picker", config.picker, registry.picker_names),
+        (
+            "--sequential-allocator",
+            "allocator",
+            config.sequential_allocator,
+            registry.allocator_names,
+        ),
+        ("--parallel-allocator", "allocator", config.parallel_allocator, registry.allocator_names),
+    )
+    for option, kind, name, known in checks:
+        if name not in known:
+            return option, f"unknown {kind} {name!r} (registered: {', '.join(known) or 'none'})"
+    return None

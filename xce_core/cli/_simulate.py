@@ -38,9 +38,8 @@ from xce_core.cli._logging import (
     verbosity_options,
 )
 from xce_core.cli._outputs import SimOutputs
-from xce_core.cli._policy import policy_options, read_policy
+from xce_core.cli._policy import policy_options, read_policy, unknown_plugin
 from xce_core.cli._progress import replay_progress
-from xce_core.cli._run import unknown_plugin
 from xce_core.cli._types import FloatRange
 from xce_core.runtime import run_async
 from xce_core.sim import (

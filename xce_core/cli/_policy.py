@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -102,8 +101,9 @@ def _strict(table: dict[str, Any], fields: Iterable[str], where: str) -> None:
         raise ValueError(f"{where}: unknown field {unknown[0]!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class Policy:
+# A frozen Struct, not a dataclass: the same record, defined in a fraction
+# of the start-up time (see _simulate._Options).
+class Policy(msgspec.Struct, frozen=True):
     """A policy file's content: ``events`` to apply before the first input
     event (the share tree, the queues, then the limits), and the fairshare
     factors (``None``: the defaults)."""

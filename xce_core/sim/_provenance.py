@@ -5,8 +5,8 @@ produced it."""
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
-import importlib.metadata
 import platform
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,8 +41,14 @@ class Provenance(msgspec.Struct, kw_only=True):
     cluster: ClusterSpec | None = None
 
 
+@functools.cache
 def xce_version() -> str:
-    """The installed xce's version (``unknown`` when run from a bare source tree)."""
+    """The installed xce's version (``unknown`` when run from a bare source tree).
+    Read once per process: parsing the installed metadata takes about 2 ms, and
+    ``xce simulate`` builds its provenance twice (the trace's hash before the
+    replay, the rest after it)."""
+    import importlib.metadata  # here, not at the top: about 8 ms of `xce simulate --help`
+
     try:
         return importlib.metadata.version("xce")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed

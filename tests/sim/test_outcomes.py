@@ -126,20 +126,27 @@ _allocation = st.one_of(
 )
 
 
-@given(st.lists(_allocation, max_size=12), st.booleans(), st.integers(1, 20))
+@given(st.lists(_allocation, max_size=12), st.booleans(), st.integers(1, 20), st.booleans())
 def test_any_allocation_reads_back_as_given(
-    allocations: list[list[tuple[str, int]]], named: bool, pack_at: int
+    allocations: list[list[tuple[str, int]]], named: bool, pack_at: int, shared: bool
 ) -> None:
     # Kept as runs of hosts (the fast path for one run of the table's hosts in
     # order, the general one otherwise; made runs a few jobs at a time, as
     # ``pack_at`` hosts are reached, and when read), each reads back host by host.
+    # With ``shared``, one object per (host, slots), as the core lists one-slot
+    # hosts (which the table then keeps for the fast path's comparison).
+    made: dict[tuple[str, int], HostSlots] = {}
+
+    def host_slots(host: str, slots: int) -> HostSlots:
+        if not shared:
+            return HostSlots(host=host, slots=slots)
+        return made.setdefault((host, slots), HostSlots(host=host, slots=slots))
+
     with mock.patch.object(_outcomes, "_PACK_AT", pack_at):
         table = OutcomeTable(_POOL if named else [])
         for i, hosts in enumerate(allocations):
             table.append(str(i), 0.0, 1.0, len(hosts))
-            table.started(
-                i, 0.0, sum(n for _, n in hosts), [HostSlots(host=h, slots=n) for h, n in hosts]
-            )
+            table.started(i, 0.0, sum(n for _, n in hosts), [host_slots(h, n) for h, n in hosts])
             if i == len(allocations) // 2:
                 assert table.hosts(i) == hosts  # read while others wait to be made runs
         assert [table.hosts(i) for i in range(len(allocations))] == allocations

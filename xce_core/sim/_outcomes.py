@@ -261,7 +261,7 @@ class OutcomeTable(Sequence[JobOutcome]):
         self._run_length = array("q")
         self._run_slots = array("q")
         # By slot count: every host (in table order) as a HostSlots of that many
-        # slots, for the usual allocation's test (_add_runs). Built when first
+        # slots, for the usual allocation's test (_pack). Built when first
         # needed, for a few slot counts at most.
         self._in_order: dict[int, list[HostSlots]] = {}
         # Started jobs' allocations not made runs yet: (job, hosts), and how
@@ -334,7 +334,12 @@ class OutcomeTable(Sequence[JobOutcome]):
         """Every allocation not made runs yet, made runs (in the order given)."""
         unpacked, self._unpacked, self._unpacked_hosts = self._unpacked, [], 0
         run_first, run_count = self._run_first, self._run_count
-        run_host, run_length, run_slots = self._run_host, self._run_length, self._run_slots
+        # The new runs in lists, added to the arrays at the end (an array's
+        # append parses its argument the slow way, a list's does not).
+        base = len(self._run_host)
+        starts: list[int] = []
+        lengths: list[int] = []
+        slots_each: list[int] = []
         host_index = self._host_index
         in_orders: dict[int, list[HostSlots] | None] = {}
         for index, hosts in unpacked:
@@ -348,7 +353,7 @@ class OutcomeTable(Sequence[JobOutcome]):
             in_order = in_orders.get(slots, _UNSEEN)
             if in_order is _UNSEEN:
                 in_order = in_orders[slots] = self._hosts_in_order(slots)
-            run_first[index] = len(run_host)
+            run_first[index] = base + len(starts)
             count = len(hosts)
             if (
                 first is not None
@@ -361,13 +366,19 @@ class OutcomeTable(Sequence[JobOutcome]):
                     # comparison of these hosts compares pointers, not structs.
                     in_order[first : first + count] = hosts
                 run_count[index] = 1
-                run_host.append(first)
-                run_length.append(count)
-                run_slots.append(slots)
+                starts.append(first)
+                lengths.append(count)
+                slots_each.append(slots)
                 continue
-            self._add_runs(hosts)
-            run_count[index] = len(run_host) - run_first[index]
+            runs = self._runs(hosts)
+            run_count[index] = len(runs[0])
+            starts += runs[0]
+            lengths += runs[1]
+            slots_each += runs[2]
             in_orders.clear()  # hosts new to the table may have been added
+        self._run_host.extend(starts)
+        self._run_length.extend(lengths)
+        self._run_slots.extend(slots_each)
 
     def keep_series(self, series: SeriesRecorder) -> None:
         """Keep the time series the replay recorded of these outcomes, as they
@@ -442,9 +453,9 @@ class OutcomeTable(Sequence[JobOutcome]):
         not start or hosts are not kept)."""
         return self._hosts(index)
 
-    def _add_runs(self, hosts: Sequence[HostSlots]) -> None:
+    def _runs(self, hosts: Sequence[HostSlots]) -> tuple[list[int], list[int], list[int]]:
         """The runs of an allocation that is not one run of hosts in table order
-        (that case is :meth:`_pack`'s)."""
+        (that case is :meth:`_pack`'s): their first hosts, lengths and slots."""
         index = self._host_index
         count = len(hosts)
         # Comprehensions: faster than map(attrgetter(...)) on these structs.
@@ -458,27 +469,23 @@ class OutcomeTable(Sequence[JobOutcome]):
                     index[name] = len(self._host_names)
                     self._host_names.append(name)
             numbers = list(map(index.__getitem__, names))
-        first = numbers[0]
         if slots.count(slots[0]) == count:
-            if numbers == list(range(first, first + count)):
-                self._add_run(first, count, slots[0])  # hosts new to the table
-                return
-            # Equal slots on scattered hosts (a fragmented cluster): the breaks
-            # between runs are where consecutive numbers do not differ by one.
+            # Equal slots (on scattered hosts: a fragmented cluster; or on hosts
+            # new to the table): the breaks between runs are where consecutive
+            # numbers do not differ by one.
             steps = map(operator.sub, numbers[1:], numbers)
             bounds = [0, *compress(itertools.count(1), map((1).__ne__, steps)), count]
-            self._run_host.extend([numbers[k] for k in bounds[:-1]])
-            self._run_length.extend(list(map(operator.sub, bounds[1:], bounds)))
-            self._run_slots.extend([slots[0]] * (len(bounds) - 1))
-            return
-        run_host, run_slots, length = first, slots[0], 1
+            lengths = list(map(operator.sub, bounds[1:], bounds))
+            return [numbers[k] for k in bounds[:-1]], lengths, [slots[0]] * len(lengths)
+        starts, lengths, slots_each = [numbers[0]], [1], [slots[0]]
         for number, n in zip(numbers[1:], slots[1:], strict=True):
-            if number == run_host + length and n == run_slots:
-                length += 1
+            if number == starts[-1] + lengths[-1] and n == slots_each[-1]:
+                lengths[-1] += 1
             else:
-                self._add_run(run_host, length, run_slots)
-                run_host, run_slots, length = number, n, 1
-        self._add_run(run_host, length, run_slots)
+                starts.append(number)
+                lengths.append(1)
+                slots_each.append(n)
+        return starts, lengths, slots_each
 
     def _hosts_in_order(self, slots: int) -> list[HostSlots] | None:
         """Every host of the table, in order, as a :class:`HostSlots` of ``slots``
@@ -491,11 +498,6 @@ class OutcomeTable(Sequence[JobOutcome]):
                 HostSlots(host=name, slots=slots) for name in self._host_names
             ]
         return in_order
-
-    def _add_run(self, host: int, length: int, slots: int) -> None:
-        self._run_host.append(host)
-        self._run_length.append(length)
-        self._run_slots.append(slots)
 
     def _hosts(self, index: int) -> list[tuple[str, int]]:
         if self._unpacked:

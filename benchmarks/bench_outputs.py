@@ -6,8 +6,9 @@ For each output format it measures, best of ``--repeat`` runs (CPU time, the
 figure to compare on a busy machine):
 
 - the replay as ``xce simulate`` runs it without outputs (hosts not kept);
-- the replay keeping where jobs ran (what ``--schedule`` needs), plus writing
-  the schedule and the time series in that format.
+- the replay keeping where jobs ran and recording the time series (what
+  ``--schedule`` and ``--timeseries`` ask of it), plus writing the schedule
+  and the time series in that format.
 
 and prints the added cost as a share of the plain replay. The target is at most
 10% on the NASA trace. Parquet's figure includes importing pyarrow the first
@@ -46,11 +47,13 @@ DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared/traces/NASA-iPSC-1
 FORMATS = (("jsonl", "csv"), ("csv", "csv"), ("parquet", "parquet"))
 
 
-def replay(jobs: list[SwfJob], header: dict[str, str], keep_hosts: bool) -> SimResult:
+def replay(jobs: list[SwfJob], header: dict[str, str], outputs: bool) -> SimResult:
+    """The replay as ``xce simulate`` runs it: with ``outputs``, keeping where
+    jobs ran and recording the time series, as --schedule and --timeseries ask."""
     cluster = default_cluster(header, jobs)
 
     async def main() -> SimResult:
-        return await simulate(jobs, cluster, keep_hosts=keep_hosts)
+        return await simulate(jobs, cluster, keep_hosts=outputs, keep_series=outputs)
 
     tune_gc()  # as `xce simulate` does
     return anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})

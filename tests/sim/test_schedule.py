@@ -504,3 +504,23 @@ async def test_changing_an_outcome_drops_the_recorded_series() -> None:
     table.rejected(0, "by hand")
     assert table.recorded_series() is None
     assert timeseries_columns(table) == timeseries_columns(list(table))
+
+
+@pytest.mark.parametrize("stop_after", [None, 120])
+async def test_a_recorded_time_series_is_written_as_the_computed_one(
+    tmp_path: Path, stop_after: int | None
+) -> None:
+    calls = 0
+
+    def stop() -> bool:
+        nonlocal calls
+        calls += 1
+        return stop_after is not None and calls > stop_after
+
+    result = await replay(limit=400, keep_series=True, stop=stop)
+    until = result.summary.stopped_at
+    recorded, computed = tmp_path / "recorded.csv", tmp_path / "computed.csv"
+    assert as_table(result.jobs).recorded_series() is not None
+    rows = write_timeseries(recorded, result.jobs, until)
+    assert write_timeseries(computed, list(result.jobs), until) == rows > 10
+    assert recorded.read_bytes() == computed.read_bytes()

@@ -390,14 +390,7 @@ def _write_csv(path: Path, names: Sequence[str], columns: dict[str, list[Any]]) 
     written as an integer (``3871``), any other as Python's shortest repr."""
     numbers = _as_ints([columns[name] for name in names])
     if numbers is not None:
-        # Whole numbers only (the time series, as a rule): the rows encoded as
-        # JSON arrays by msgspec, whose text between the brackets is the CSV
-        # rows' (half the time of the general path, benchmarks/bench_outputs.py).
-        body = _ENCODE(list(zip(*numbers, strict=True)))[2:-2].replace(b"],[", b"\n")
-        with _replacing(path, "wb") as out:
-            out.write(",".join(names).encode() + b"\n")
-            if body:
-                out.write(body + b"\n")
+        _write_int_rows(path, names, list(zip(*numbers, strict=True)))
         return
     cells = [_csv_cells(columns[name]) for name in names]
     with _replacing(path, "w") as out:
@@ -406,6 +399,17 @@ def _write_csv(path: Path, names: Sequence[str], columns: dict[str, list[Any]]) 
         while chunk := list(itertools.islice(rows, _CSV_CHUNK)):
             out.write("\n".join(map(",".join, chunk)))
             out.write("\n")
+
+
+def _write_int_rows(path: Path, names: Sequence[str], rows: list[tuple[int, ...]]) -> None:
+    """CSV of whole numbers only (the time series, as a rule): the rows encoded
+    as JSON arrays by msgspec, whose text between the brackets is the CSV rows'
+    (half the time of the general path, benchmarks/bench_outputs.py)."""
+    body = _ENCODE(rows)[2:-2].replace(b"],[", b"\n")
+    with _replacing(path, "wb") as out:
+        out.write(",".join(names).encode() + b"\n")
+        if body:
+            out.write(body + b"\n")
 
 
 def _as_ints(columns: list[list[Any]]) -> list[list[int]] | None:
@@ -523,14 +527,11 @@ def timeseries_columns(
     objects) by column (see the module docstring), up to ``until`` (the instant
     a stopped replay reached) when given. Pure."""
     table = as_table(outcomes)
-    recorded = table.recorded_series()
+    recorded = _recorded(table, until)
     if recorded is not None:
-        # The replay's own record (SeriesRecorder): equal, and no pass over
-        # every job (most of writing it, benchmarks/bench_outputs.py).
-        times = recorded.times
-        count = len(times) if until is None else bisect.bisect_right(times, until)
-        by_column = list(zip(*recorded.rows[:count], strict=True)) or [()] * 4
-        columns: dict[str, list[Any]] = {"time": times[:count]}
+        times, rows = recorded
+        by_column = list(zip(*rows, strict=True)) or [()] * 4
+        columns: dict[str, list[Any]] = {"time": times}
         columns.update(zip(TIMESERIES_COLUMNS[1:], map(list, by_column), strict=True))
         return columns
     a = table.arrays()
@@ -570,6 +571,21 @@ def timeseries_columns(
     return out
 
 
+def _recorded(
+    table: OutcomeTable, until: float | None
+) -> tuple[list[float], list[tuple[int, int, int, int]]] | None:
+    """The time series the replay recorded in ``table`` (SeriesRecorder), up to
+    ``until``: its times and its rows of totals; ``None`` if it recorded none.
+    Equal to what the outcomes give, without a pass over every job (most of
+    writing the series, benchmarks/bench_outputs.py)."""
+    recorded = table.recorded_series()
+    if recorded is None:
+        return None
+    times = recorded.times
+    count = len(times) if until is None else bisect.bisect_right(times, until)
+    return times[:count], recorded.rows[:count]
+
+
 def _flags(statuses: Iterable[int]) -> bytes:
     """A ``bytes.translate`` table: 1 for each of ``statuses``, 0 otherwise."""
     chosen = set(statuses)
@@ -593,6 +609,12 @@ def write_timeseries(
     written. Raises ``OSError``, or :class:`XceError` for Parquet without pyarrow."""
     if fmt is None:
         fmt = TIMESERIES_FORMATS.get(path.suffix.lower(), "csv")
+    recorded = _recorded(outcomes, until) if isinstance(outcomes, OutcomeTable) else None
+    if fmt == "csv" and recorded is not None and (times := _whole(recorded[0])) is not None:
+        # The replay's rows as they are, each behind its time: no columns built
+        # and taken apart again (benchmarks/bench_outputs.py).
+        _write_int_rows(path, TIMESERIES_COLUMNS, list(map(add, zip(times), recorded[1])))
+        return len(times)
     columns = timeseries_columns(outcomes, until)
     if fmt == "parquet":
         pa, _ = _pyarrow()

@@ -36,7 +36,9 @@ applied at their own instant there.
 
 The result keeps every job's outcome compactly (:class:`OutcomeTable`); with
 ``keep_hosts=False`` it leaves out where jobs ran, which is most of a replay's
-memory when jobs are wide.
+memory when jobs are wide. With ``keep_series=True`` it also holds the time
+series, recorded by the replay's own counters after each instant (equal to the
+one computed from the outcomes; writing it then costs its rows only).
 
 How SWF fields become jobs (the trace quirks):
 

@@ -15,9 +15,11 @@ Cancellation is never caught.
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
 
 import anyio
 import anyio.lowlevel
@@ -25,6 +27,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from msgspec import UNSET
 
 from events import (
+    BadEvent,
     Decision,
     EventRejected,
     FairshareConfig,
@@ -80,7 +83,16 @@ from xce_core._snapshot import (
 )
 from xce_core._state import ClusterState, EventInconsistent
 
-__all__ = ["SchedulerCore"]
+__all__ = ["RUN_END", "RunEnd", "SchedulerCore"]
+
+
+class RunEnd(enum.Enum):
+    """What :meth:`SchedulerCore.submit_run` returns when its items ran out."""
+
+    END = enum.auto()
+
+
+RUN_END: Final = RunEnd.END
 
 
 class SchedulerCore:
@@ -299,6 +311,31 @@ class SchedulerCore:
         self._apply_now(idx, event)
         return False
 
+    def submit_run(
+        self,
+        event: JobSubmitted,
+        more: Iterator[InputEvent | BadEvent],
+        index: int | None = None,
+    ) -> tuple[InputEvent | BadEvent | RunEnd, int]:
+        """Apply ``event`` and the ``job_submitted`` events that follow it in
+        ``more``, as :meth:`apply` would one by one (numbered from ``index``,
+        default: the count of events received). Returns the first item taken
+        from ``more`` that is not a ``job_submitted`` (not applied; ``RUN_END``
+        when ``more`` ran out) and how many events were applied. Synchronous;
+        never raises for bad input.
+
+        The ingest of a busy stream (benchmark B5, benchmarks/bench_ingest.py):
+        what no submission changes is looked up once per run, not per job."""
+        if not self._in_session:
+            return self._submit(event, more, index)
+        count = 0
+        item: InputEvent | BadEvent | RunEnd = event
+        while type(item) is JobSubmitted:
+            self.apply(item, None if index is None else index + count)
+            count += 1
+            item = next(more, RUN_END)
+        return item, count
+
     def reject(
         self,
         error: str,
@@ -318,7 +355,8 @@ class SchedulerCore:
         try:
             match event:
                 case JobSubmitted():  # first: nearly every event of a busy stream
-                    self._submit(event)
+                    self._submit(event, iter(()), idx, counted=False)
+                    return  # reported and marked changed there
                 case WorkerUp():
                     state.worker_up(event)
                     self._pending.wake_all()
@@ -360,26 +398,31 @@ class SchedulerCore:
                     self._pending.reorder()
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
-        except XceError as exc:
+        except Exception as exc:
+            self._failed(idx, event, exc)
+            return
+        self.changed = True
+
+    def _failed(self, idx: int, event: InputEvent, exc: Exception) -> None:
+        """Report event ``idx``, which raised ``exc`` (an ``XceError``: bad input,
+        rejected; else a fault) while it was applied."""
+        if isinstance(exc, XceError):
             # The job events name their job; the others leave job_id unset.
             named = getattr(event, "job_id", UNSET)
             self._outbox.append(EventRejected(index=idx, error=str(exc), job_id=named))
             return
-        except Exception as exc:
-            text = internal_error_text(exc)
-            if isinstance(event, JobSubmitted):
-                self._fault(exc, JobRejected(job_id=event.job_id, error=text))
-            else:
-                named = getattr(event, "job_id", UNSET)
-                self._fault(exc, EventRejected(index=idx, error=text, job_id=named))
-            # The event may have been applied part of the way (a job ended in
-            # the state, its sleepers not told): nothing derived is trusted. Every
-            # sleeping group wakes and the order is built again, so the next
-            # session sees the state as it is.
-            self._pending.wake_all()
-            self._pending.broken()
-            self.changed = True
-            return
+        text = internal_error_text(exc)
+        if isinstance(event, JobSubmitted):
+            self._fault(exc, JobRejected(job_id=event.job_id, error=text))
+        else:
+            named = getattr(event, "job_id", UNSET)
+            self._fault(exc, EventRejected(index=idx, error=text, job_id=named))
+        # The event may have been applied part of the way (a job ended in
+        # the state, its sleepers not told): nothing derived is trusted. Every
+        # sleeping group wakes and the order is built again, so the next
+        # session sees the state as it is.
+        self._pending.wake_all()
+        self._pending.broken()
         self.changed = True
 
     def _fault(self, exc: Exception, decision: Decision) -> None:
@@ -387,35 +430,112 @@ class SchedulerCore:
         if self._on_internal_error is not None:
             self._on_internal_error(exc, decision)
 
-    def _submit(self, ev: JobSubmitted) -> None:
+    def _submit(
+        self,
+        event: JobSubmitted,
+        more: Iterator[InputEvent | BadEvent],
+        index: int | None,
+        *,
+        counted: bool = True,
+    ) -> tuple[InputEvent | BadEvent | RunEnd, int]:
+        """Apply ``event`` and the ``job_submitted`` events after it in ``more``
+        (see :meth:`submit_run`; ``counted``: whether each is counted as an
+        event received, which :meth:`apply` did for one already). The one
+        path of a submission, a run of one included: the state's tables and
+        each queue's order keys and placement are looked up once per run, and
+        the usual job (a plain queue's, no limit holding it) is admitted here
+        rather than by :meth:`ClusterState.job_submitted`, whose rule it
+        follows (benchmark B5 of benchmarks/bench_ingest.py: per-job calls were
+        most of ingest; tests/core/test_ingest.py compares the two)."""
         state = self.state
-        job_id = ev.job_id
-        if job_id in state.jobs or job_id in state.ended:  # state.known(), inlined
-            raise EventInconsistent(f"duplicate job id {job_id!r}")
-        # Parsed, checked and fingerprinted once per distinct requirement text
-        # and task range: a repeat costs dictionary lookups (_admission.py).
-        shape = self._shapes.shape(ev)
-        if isinstance(shape, str):
-            state.job_rejected(ev)
-            self._outbox.append(JobRejected(job_id=job_id, error=shape))
-            return
-        pending = state.pending_count
-        origin = self._shapes.origin(ev)
-        # A job over a limit whatever else runs is parked: no session looks at
-        # it until the limits change (_repark).
-        never = self._limits.never(origin[:3], shape.min_tasks) if self._limits else None
+        jobs, ended, groups = state.jobs, state.ended, state.groups
+        shape_of, origin_of = self._shapes.shape, self._shapes.origin
+        admit = Job.admit
+        limits = self._limits if self._limits else None
+        submitted = self._pending.submitted
+        fifo = self._fifo
+        # Per queue seen in this run: its order keys, and whether its jobs are
+        # placed by shape alone.
+        queues: dict[str, tuple[Callable[[Job], tuple[Any, ...]], bool]] = {}
+        ev = event
+        count = 0
+        while True:
+            idx = self._index if index is None else index + count
+            if counted:
+                self._index += 1
+            count += 1
+            try:
+                job_id = ev.job_id
+                if job_id in jobs or job_id in ended:  # state.known(), inlined
+                    raise EventInconsistent(f"duplicate job id {job_id!r}")
+                # Parsed, checked and fingerprinted once per distinct
+                # requirement text and task range: a repeat costs dictionary
+                # lookups (_admission.py).
+                shape = shape_of(ev)
+                if isinstance(shape, str):
+                    state.job_rejected(ev)
+                    self._outbox.append(JobRejected(job_id=job_id, error=shape))
+                else:
+                    origin = origin_of(ev)
+                    # A job over a limit whatever else runs is parked: no
+                    # session looks at it until the limits change (_repark).
+                    never = (
+                        limits.never(origin[:3], shape.min_tasks) if limits is not None else None
+                    )
+                    seen = queues.get(origin[1])
+                    if seen is None:
+                        seen = queues[origin[1]] = self._queue_seen(origin[1])
+                    keys, plain = seen
+                    pending = state.pending_count
+                    try:
+                        if plain and never is None:
+                            # ClusterState.job_submitted's usual case (a queue
+                            # it placed by shape before), inline (B5).
+                            state._seq += 1
+                            job = jobs[job_id] = admit(
+                                job_id, shape, origin, ev.submit_time, state._seq
+                            )
+                            job.key = keys(job)
+                            group = groups.get(shape.fingerprint)
+                            if group is None:
+                                group = state._shape_group(shape.fingerprint)
+                            job.group = group
+                            group.insert(job)
+                            state.pending_count = pending + 1
+                        else:
+                            job = state.job_submitted(ev, shape, origin, keys, place=never is None)
+                    except Exception:
+                        # A fault part of the way in (a picker's order_key, say).
+                        forget_partial_job(state, ev, pending)
+                        raise
+                    if never is not None:
+                        self._pending.park(job, never)
+                    else:
+                        submitted(job)
+                        if fifo:
+                            self._untold.append(job)
+            except Exception as exc:
+                self._failed(idx, ev, exc)
+            else:
+                self.changed = True
+            item = next(more, RUN_END)
+            if type(item) is not JobSubmitted:
+                return item, count
+            ev = item
+
+    def _queue_seen(self, name: str) -> tuple[Callable[[Job], tuple[Any, ...]], bool]:
+        """For a run of submissions: the order keys of queue ``name`` as it is
+        now, and whether the state places its jobs by shape alone (known once
+        it has placed one)."""
+        order_key = self.state.order_key
+        queue = self.state.queue(name)
         try:
-            job = state.job_submitted(ev, shape, origin, place=never is None)
+            keys = order_key.of_queue(queue)
         except Exception:
-            # A fault part of the way in (a picker's order_key, say).
-            forget_partial_job(state, ev, pending)
-            raise
-        if never is not None:
-            self._pending.park(job, never)
-            return
-        self._pending.submitted(job)
-        if self._fifo:
-            self._untold.append(job)
+            # Its picker cannot be looked up: each key asks, and fails where
+            # it always did (the job admitted, then forgotten).
+            keys = functools.partial(order_key, queue=queue)
+        return keys, self.state.places_by_shape(name)
 
     def _configure_limits(
         self,

@@ -100,12 +100,46 @@ class OrderKeys:
 
     def __call__(self, job: Job, queue: Queue) -> tuple[Any, ...]:
         name = queue.picker or self._default
+        key = self._picker(name).order_key(job, queue)
+        return (-queue.priority, self._rank(name, len(key)), *key)
+
+    def of_queue(self, queue: Queue) -> Callable[[Job], tuple[Any, ...]]:
+        """``queue``'s keys as they are now: ``keys(job)`` is ``self(job,
+        queue)`` for as long as the queue's priority and picker stay as they
+        are (a caller keying many jobs of one queue looks its picker and rank
+        up once, not per job: benchmark B5, benchmarks/bench_ingest.py).
+        Raises what looking the picker up raises (:class:`PluginError`)."""
+        name = queue.picker or self._default
+        order_key = self._picker(name).order_key
+        priority = -queue.priority
+        rank = self._rank
+        # The length of the picker's keys, and (priority, rank) for it, once
+        # the first key is seen (a key of another length, or not a tuple, is
+        # joined as __call__ joins it).
+        size = -1
+        head: tuple[int, int] = (priority, 0)
+
+        def keys(job: Job) -> tuple[Any, ...]:
+            nonlocal size, head
+            key = order_key(job, queue)
+            if type(key) is tuple and len(key) == size:
+                return head + key
+            if size < 0 and type(key) is tuple:
+                size = len(key)
+                head = (priority, rank(name, size))
+                return head + key
+            return (priority, rank(name, len(key)), *key)
+
+        return keys
+
+    def _picker(self, name: str) -> Picker:
         picker = self._pickers.get(name)
         if picker is None:
             picker = self._pickers[name] = self._registry.picker(name)
-        key = picker.order_key(job, queue)
-        rank = self._ranks.setdefault((name, len(key)), len(self._ranks))
-        return (-queue.priority, rank, *key)
+        return picker
+
+    def _rank(self, name: str, length: int) -> int:
+        return self._ranks.setdefault((name, length), len(self._ranks))
 
 
 class PolicyOrder:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
@@ -66,8 +67,8 @@ from xce_core._faults import (
     queue_config_or_nothing,
 )
 from xce_core._limits import Limits, queue_limits
-from xce_core._model import PENDING, RUNNING, Job, JobGroup
-from xce_core._order import BatchSink, DirectSink, Item, OrderKeys
+from xce_core._model import _EMPTY, PENDING, RUNNING, Job, JobGroup, JobShape, Origin
+from xce_core._order import BatchSink, DirectSink, Item, OrderKeys, QueueKeys
 from xce_core._pending import PendingQueue
 from xce_core._registry import Registry, default_registry
 from xce_core._reservations import Reservations
@@ -440,27 +441,32 @@ class SchedulerCore:
     ) -> tuple[InputEvent | BadEvent | RunEnd, int]:
         """Apply ``event`` and the ``job_submitted`` events after it in ``more``
         (see :meth:`submit_run`; ``counted``: whether each is counted as an
-        event received, which :meth:`apply` did for one already). The one
-        path of a submission, a run of one included: the state's tables and
-        each queue's order keys and placement are looked up once per run, and
-        the usual job (a plain queue's, no limit holding it) is admitted here
-        rather than by :meth:`ClusterState.job_submitted`, whose rule it
-        follows (benchmark B5 of benchmarks/bench_ingest.py: per-job calls were
-        most of ingest; tests/core/test_ingest.py compares the two)."""
+        event received, which :meth:`apply` did for one already; ``index`` is
+        then that of ``event``). The one path of a submission, a run of one
+        included.
+
+        The usual job (a repeat of a known requirement and origin, for a
+        queue placed by shape alone, with no limits configured) is admitted
+        inline, by the rules of the methods named in the comments (benchmark
+        B5 of benchmarks/bench_ingest.py: their calls were most of ingest;
+        tests/core/test_ingest.py compares the two paths on random streams).
+        Any other goes through those methods (:meth:`_admit`)."""
         state = self.state
         jobs, ended, groups = state.jobs, state.ended, state.groups
-        shape_of, origin_of = self._shapes.shape, self._shapes.origin
-        admit = Job.admit
-        limits = self._limits if self._limits else None
+        shapes = self._shapes
+        texts, last_origins = shapes.tables()
+        limited = bool(self._limits)
         submitted = self._pending.submitted
-        fifo = self._fifo
-        # Per queue seen in this run: its order keys, and whether its jobs are
-        # placed by shape alone.
-        queues: dict[str, tuple[Callable[[Job], tuple[Any, ...]], bool]] = {}
-        ev = event
+        new_job = object.__new__
+        # Per queue seen in this run: its order keys, and the same again if
+        # the state places its jobs by shape alone (else None).
+        queues: dict[
+            str, tuple[QueueKeys | functools.partial[tuple[Any, ...]], QueueKeys | None]
+        ] = {}
         count = 0
-        while True:
-            idx = self._index if index is None else index + count
+        for ev in itertools.chain((event,), more):
+            if type(ev) is not JobSubmitted:
+                return ev, count
             if counted:
                 self._index += 1
             count += 1
@@ -470,63 +476,127 @@ class SchedulerCore:
                     raise EventInconsistent(f"duplicate job id {job_id!r}")
                 # Parsed, checked and fingerprinted once per distinct
                 # requirement text and task range: a repeat costs dictionary
-                # lookups (_admission.py).
-                shape = shape_of(ev)
+                # lookups (_admission.py; ShapeCache.shape's for a repeat).
+                text = texts.get(ev.resreq)
+                shape = None
+                if text is not None and text.resreq is not None and ev.min_tasks is None:
+                    shape = text.ranges.get(ev.max_tasks)
+                if shape is None:
+                    shape = shapes.shape(ev)
                 if isinstance(shape, str):
                     state.job_rejected(ev)
                     self._outbox.append(JobRejected(job_id=job_id, error=shape))
                 else:
-                    origin = origin_of(ev)
-                    # A job over a limit whatever else runs is parked: no
-                    # session looks at it until the limits change (_repark).
-                    never = (
-                        limits.never(origin[:3], shape.min_tasks) if limits is not None else None
-                    )
+                    origin = last_origins.get(ev.user)  # ShapeCache.origin's, for a repeat
+                    if (
+                        origin is None
+                        or origin[1] != ev.queue
+                        or origin[2] != ev.project
+                        or origin[3] != ev.priority
+                        or origin[4] != ev.run_limit
+                    ):
+                        origin = shapes.origin(ev)
                     seen = queues.get(origin[1])
                     if seen is None:
                         seen = queues[origin[1]] = self._queue_seen(origin[1])
-                    keys, plain = seen
-                    pending = state.pending_count
-                    try:
-                        if plain and never is None:
-                            # ClusterState.job_submitted's usual case (a queue
-                            # it placed by shape before), inline (B5).
+                    keys, plain_keys = seen
+                    if limited or plain_keys is None:
+                        self._admit(ev, shape, origin, keys)
+                    else:
+                        pending = state.pending_count
+                        try:
+                            # ClusterState.job_submitted's, for a queue it
+                            # placed by shape before; the job as Job.admit
+                            # makes it.
                             state._seq += 1
-                            job = jobs[job_id] = admit(
-                                job_id, shape, origin, ev.submit_time, state._seq
-                            )
-                            job.key = keys(job)
+                            job = jobs[job_id] = new_job(Job)
+                            job.job_id = job_id
+                            job._shape = shape
+                            job._origin = origin
+                            job.submit_time = ev.submit_time
+                            job.seq = state._seq
+                            job.state = PENDING
+                            job.allocation = ()
+                            job.claims = ()
+                            job.shared_claims = _EMPTY
+                            job.last_reason = None
+                            job.key = ()
+                            job.group = None
+                            key = plain_keys.picker_key(
+                                job, plain_keys.queue
+                            )  # QueueKeys.__call__'s
+                            if type(key) is tuple and len(key) == plain_keys.size:
+                                key = plain_keys.head + key
+                            else:
+                                key = plain_keys.join(key)
+                            job.key = key
                             group = groups.get(shape.fingerprint)
                             if group is None:
                                 group = state._shape_group(shape.fingerprint)
                             job.group = group
-                            group.insert(job)
+                            members = group.jobs
+                            if not members or members[-1].key <= key:
+                                # JobGroup.insert's, for a member that goes
+                                # last (the usual: first come, first served).
+                                members.append(job)
+                                group.unsettled.append(job)
+                                group.live += 1
+                            else:
+                                group.insert(job)
                             state.pending_count = pending + 1
-                        else:
-                            job = state.job_submitted(ev, shape, origin, keys, place=never is None)
-                    except Exception:
-                        # A fault part of the way in (a picker's order_key, say).
-                        forget_partial_job(state, ev, pending)
-                        raise
-                    if never is not None:
-                        self._pending.park(job, never)
-                    else:
-                        submitted(job)
-                        if fifo:
+                        except Exception:
+                            # A fault part of the way in (a picker's
+                            # order_key, say).
+                            forget_partial_job(state, ev, pending)
+                            raise
+                        # PendingQueue.submitted leaves a queued group that is
+                        # awake as it is, unless the job comes before the
+                        # member it is queued by.
+                        try:
+                            quiet = group.queued and group.asleep is None and not key < group.key
+                        except Exception:
+                            quiet = False  # submitted() compares again, and says so
+                        if not quiet:
+                            submitted(job)
+                        if self._fifo:
                             self._untold.append(job)
             except Exception as exc:
+                idx = self._index - 1 if index is None else index + count - 1
                 self._failed(idx, ev, exc)
             else:
                 self.changed = True
-            item = next(more, RUN_END)
-            if type(item) is not JobSubmitted:
-                return item, count
-            ev = item
+        return RUN_END, count
 
-    def _queue_seen(self, name: str) -> tuple[Callable[[Job], tuple[Any, ...]], bool]:
+    def _admit(
+        self, ev: JobSubmitted, shape: JobShape, origin: Origin, keys: Callable[[Job], Any]
+    ) -> None:
+        """Admit ``ev``'s job of ``shape`` from ``origin`` (a new id), keyed by
+        ``keys``: parked if a limit holds it whatever else runs, else pending
+        in its group. Raises what a fault raises, the job forgotten."""
+        state = self.state
+        # A job over a limit whatever else runs is parked: no session looks at
+        # it until the limits change (_repark).
+        never = self._limits.never(origin[:3], shape.min_tasks) if self._limits else None
+        pending = state.pending_count
+        try:
+            job = state.job_submitted(ev, shape, origin, keys, place=never is None)
+        except Exception:
+            # A fault part of the way in (a picker's order_key, say).
+            forget_partial_job(state, ev, pending)
+            raise
+        if never is not None:
+            self._pending.park(job, never)
+            return
+        self._pending.submitted(job)
+        if self._fifo:
+            self._untold.append(job)
+
+    def _queue_seen(
+        self, name: str
+    ) -> tuple[QueueKeys | functools.partial[tuple[Any, ...]], QueueKeys | None]:
         """For a run of submissions: the order keys of queue ``name`` as it is
-        now, and whether the state places its jobs by shape alone (known once
-        it has placed one)."""
+        now, and the same again if the state places its jobs by shape alone
+        (known once it has placed one), else ``None``."""
         order_key = self.state.order_key
         queue = self.state.queue(name)
         try:
@@ -534,8 +604,8 @@ class SchedulerCore:
         except Exception:
             # Its picker cannot be looked up: each key asks, and fails where
             # it always did (the job admitted, then forgotten).
-            keys = functools.partial(order_key, queue=queue)
-        return keys, self.state.places_by_shape(name)
+            return functools.partial(order_key, queue=queue), None
+        return keys, keys if self.state.places_by_shape(name) else None
 
     def _configure_limits(
         self,

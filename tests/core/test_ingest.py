@@ -19,6 +19,7 @@ from tests.core.test_session import SpyAllocator, registry_with
 from tests.helpers import GO, submit, up
 from tests.strategies import ingest_events
 from xce_core import SchedulerConfig, SchedulerCore, SchedulerLoop, VirtualClock
+from xce_core._admission import ShapeCache
 from xce_core._core import RUN_END
 from xce_core._fairshare import ShareNode
 from xce_core._model import JobGroup
@@ -94,15 +95,16 @@ def state_of(core: SchedulerCore) -> Any:
 
 
 async def event_by_event(events: list[InputEvent], core: SchedulerCore) -> list[Decision]:
-    """The general rules: each event on its own (a run of one), every job
-    admitted by ``ClusterState.job_submitted`` and keyed by ``OrderKeys``
-    itself."""
+    """The general rules: each event on its own (a run of one), its shape and
+    origin asked of the ``ShapeCache``, every job admitted by
+    ``ClusterState.job_submitted`` and keyed by ``OrderKeys`` itself."""
 
     def no_keys_of_queue(self: OrderKeys, queue: Queue) -> None:
         raise LookupError("asked per job")
 
     out: list[Decision] = []
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ShapeCache, "tables", lambda self: ({}, {}))
         patch.setattr(ClusterState, "places_by_shape", lambda self, name: False)
         patch.setattr(OrderKeys, "of_queue", no_keys_of_queue)
         for event in events:

@@ -109,6 +109,17 @@ class ShapeCache:
         self._by_user[ev.user] = origin
         return origin
 
+    def tables(self) -> tuple[dict[str, _Text], dict[str, Origin]]:
+        """The requirement texts held and the origin last handed out for each
+        user, for a caller that finds repeats itself (``SchedulerCore._submit``,
+        benchmark B5 of benchmarks/bench_ingest.py). What :meth:`shape` would
+        return for an event without ``min_tasks``, whose text is held and
+        parsed, is ``text.ranges[ev.max_tasks]`` when present; what
+        :meth:`origin` would return is the user's origin when its other four
+        fields equal the event's. Read only; the tables are emptied in place
+        when full, never replaced."""
+        return self._texts, self._by_user
+
     def __len__(self) -> int:
         """Texts held (for tests of the bound)."""
         return len(self._texts)

@@ -15,9 +15,12 @@ Cancellation is never caught.
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
+import itertools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
 
 import anyio
 import anyio.lowlevel
@@ -25,6 +28,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from msgspec import UNSET
 
 from events import (
+    BadEvent,
     Decision,
     EventRejected,
     FairshareConfig,
@@ -63,8 +67,8 @@ from xce_core._faults import (
     queue_config_or_nothing,
 )
 from xce_core._limits import Limits, queue_limits
-from xce_core._model import PENDING, RUNNING, Job, JobGroup
-from xce_core._order import BatchSink, DirectSink, Item, OrderKeys
+from xce_core._model import _EMPTY, PENDING, RUNNING, Job, JobGroup, JobShape, Origin
+from xce_core._order import BatchSink, DirectSink, Item, OrderKeys, QueueKeys
 from xce_core._pending import PendingQueue
 from xce_core._registry import Registry, default_registry
 from xce_core._reservations import Reservations
@@ -80,7 +84,16 @@ from xce_core._snapshot import (
 )
 from xce_core._state import ClusterState, EventInconsistent
 
-__all__ = ["SchedulerCore"]
+__all__ = ["RUN_END", "RunEnd", "SchedulerCore"]
+
+
+class RunEnd(enum.Enum):
+    """What :meth:`SchedulerCore.submit_run` returns when its items ran out."""
+
+    END = enum.auto()
+
+
+RUN_END: Final = RunEnd.END
 
 
 class SchedulerCore:
@@ -299,6 +312,31 @@ class SchedulerCore:
         self._apply_now(idx, event)
         return False
 
+    def submit_run(
+        self,
+        event: JobSubmitted,
+        more: Iterator[InputEvent | BadEvent],
+        index: int | None = None,
+    ) -> tuple[InputEvent | BadEvent | RunEnd, int]:
+        """Apply ``event`` and the ``job_submitted`` events that follow it in
+        ``more``, as :meth:`apply` would one by one (numbered from ``index``,
+        default: the count of events received). Returns the first item taken
+        from ``more`` that is not a ``job_submitted`` (not applied; ``RUN_END``
+        when ``more`` ran out) and how many events were applied. Synchronous;
+        never raises for bad input.
+
+        The ingest of a busy stream (benchmark B5, benchmarks/bench_ingest.py):
+        what no submission changes is looked up once per run, not per job."""
+        if not self._in_session:
+            return self._submit(event, more, index)
+        count = 0
+        item: InputEvent | BadEvent | RunEnd = event
+        while type(item) is JobSubmitted:
+            self.apply(item, None if index is None else index + count)
+            count += 1
+            item = next(more, RUN_END)
+        return item, count
+
     def reject(
         self,
         error: str,
@@ -318,7 +356,8 @@ class SchedulerCore:
         try:
             match event:
                 case JobSubmitted():  # first: nearly every event of a busy stream
-                    self._submit(event)
+                    self._submit(event, iter(()), idx, counted=False)
+                    return  # reported and marked changed there
                 case WorkerUp():
                     state.worker_up(event)
                     self._pending.wake_all()
@@ -360,26 +399,31 @@ class SchedulerCore:
                     self._pending.reorder()
                 case _:
                     raise EventInconsistent(f"unsupported event {type(event).__name__}")
-        except XceError as exc:
+        except Exception as exc:
+            self._failed(idx, event, exc)
+            return
+        self.changed = True
+
+    def _failed(self, idx: int, event: InputEvent, exc: Exception) -> None:
+        """Report event ``idx``, which raised ``exc`` (an ``XceError``: bad input,
+        rejected; else a fault) while it was applied."""
+        if isinstance(exc, XceError):
             # The job events name their job; the others leave job_id unset.
             named = getattr(event, "job_id", UNSET)
             self._outbox.append(EventRejected(index=idx, error=str(exc), job_id=named))
             return
-        except Exception as exc:
-            text = internal_error_text(exc)
-            if isinstance(event, JobSubmitted):
-                self._fault(exc, JobRejected(job_id=event.job_id, error=text))
-            else:
-                named = getattr(event, "job_id", UNSET)
-                self._fault(exc, EventRejected(index=idx, error=text, job_id=named))
-            # The event may have been applied part of the way (a job ended in
-            # the state, its sleepers not told): nothing derived is trusted. Every
-            # sleeping group wakes and the order is built again, so the next
-            # session sees the state as it is.
-            self._pending.wake_all()
-            self._pending.broken()
-            self.changed = True
-            return
+        text = internal_error_text(exc)
+        if isinstance(event, JobSubmitted):
+            self._fault(exc, JobRejected(job_id=event.job_id, error=text))
+        else:
+            named = getattr(event, "job_id", UNSET)
+            self._fault(exc, EventRejected(index=idx, error=text, job_id=named))
+        # The event may have been applied part of the way (a job ended in
+        # the state, its sleepers not told): nothing derived is trusted. Every
+        # sleeping group wakes and the order is built again, so the next
+        # session sees the state as it is.
+        self._pending.wake_all()
+        self._pending.broken()
         self.changed = True
 
     def _fault(self, exc: Exception, decision: Decision) -> None:
@@ -387,25 +431,155 @@ class SchedulerCore:
         if self._on_internal_error is not None:
             self._on_internal_error(exc, decision)
 
-    def _submit(self, ev: JobSubmitted) -> None:
+    def _submit(
+        self,
+        event: JobSubmitted,
+        more: Iterator[InputEvent | BadEvent],
+        index: int | None,
+        *,
+        counted: bool = True,
+    ) -> tuple[InputEvent | BadEvent | RunEnd, int]:
+        """Apply ``event`` and the ``job_submitted`` events after it in ``more``
+        (see :meth:`submit_run`; ``counted``: whether each is counted as an
+        event received, which :meth:`apply` did for one already; ``index`` is
+        then that of ``event``). The one path of a submission, a run of one
+        included.
+
+        The usual job (a repeat of a known requirement and origin, for a
+        queue placed by shape alone, with no limits configured) is admitted
+        inline, by the rules of the methods named in the comments (benchmark
+        B5 of benchmarks/bench_ingest.py: their calls were most of ingest;
+        tests/core/test_ingest.py compares the two paths on random streams).
+        Any other goes through those methods (:meth:`_admit`)."""
         state = self.state
-        job_id = ev.job_id
-        if job_id in state.jobs or job_id in state.ended:  # state.known(), inlined
-            raise EventInconsistent(f"duplicate job id {job_id!r}")
-        # Parsed, checked and fingerprinted once per distinct requirement text
-        # and task range: a repeat costs dictionary lookups (_admission.py).
-        shape = self._shapes.shape(ev)
-        if isinstance(shape, str):
-            state.job_rejected(ev)
-            self._outbox.append(JobRejected(job_id=job_id, error=shape))
-            return
-        pending = state.pending_count
-        origin = self._shapes.origin(ev)
+        jobs, ended, groups = state.jobs, state.ended, state.groups
+        shapes = self._shapes
+        texts, last_origins = shapes.tables()
+        limited = bool(self._limits)
+        submitted = self._pending.submitted
+        new_job = object.__new__
+        # Per queue seen in this run: its order keys, and the same again if
+        # the state places its jobs by shape alone (else None).
+        queues: dict[
+            str, tuple[QueueKeys | functools.partial[tuple[Any, ...]], QueueKeys | None]
+        ] = {}
+        count = 0
+        for ev in itertools.chain((event,), more):
+            if type(ev) is not JobSubmitted:
+                return ev, count
+            if counted:
+                self._index += 1
+            count += 1
+            try:
+                job_id = ev.job_id
+                if job_id in jobs or job_id in ended:  # state.known(), inlined
+                    raise EventInconsistent(f"duplicate job id {job_id!r}")
+                # Parsed, checked and fingerprinted once per distinct
+                # requirement text and task range: a repeat costs dictionary
+                # lookups (_admission.py; ShapeCache.shape's for a repeat).
+                text = texts.get(ev.resreq)
+                shape = None
+                if text is not None and text.resreq is not None and ev.min_tasks is None:
+                    shape = text.ranges.get(ev.max_tasks)
+                if shape is None:
+                    shape = shapes.shape(ev)
+                if isinstance(shape, str):
+                    state.job_rejected(ev)
+                    self._outbox.append(JobRejected(job_id=job_id, error=shape))
+                else:
+                    origin = last_origins.get(ev.user)  # ShapeCache.origin's, for a repeat
+                    if (
+                        origin is None
+                        or origin[1] != ev.queue
+                        or origin[2] != ev.project
+                        or origin[3] != ev.priority
+                        or origin[4] != ev.run_limit
+                    ):
+                        origin = shapes.origin(ev)
+                    seen = queues.get(origin[1])
+                    if seen is None:
+                        seen = queues[origin[1]] = self._queue_seen(origin[1])
+                    keys, plain_keys = seen
+                    if limited or plain_keys is None:
+                        self._admit(ev, shape, origin, keys)
+                    else:
+                        pending = state.pending_count
+                        try:
+                            # ClusterState.job_submitted's, for a queue it
+                            # placed by shape before; the job as Job.admit
+                            # makes it.
+                            state._seq += 1
+                            job = jobs[job_id] = new_job(Job)
+                            job.job_id = job_id
+                            job._shape = shape
+                            job._origin = origin
+                            job.submit_time = ev.submit_time
+                            job.seq = state._seq
+                            job.state = PENDING
+                            job.allocation = ()
+                            job.claims = ()
+                            job.shared_claims = _EMPTY
+                            job.last_reason = None
+                            job.key = ()
+                            job.group = None
+                            key = plain_keys.picker_key(
+                                job, plain_keys.queue
+                            )  # QueueKeys.__call__'s
+                            if type(key) is tuple and len(key) == plain_keys.size:
+                                key = plain_keys.head + key
+                            else:
+                                key = plain_keys.join(key)
+                            job.key = key
+                            group = groups.get(shape.fingerprint)
+                            if group is None:
+                                group = state._shape_group(shape.fingerprint)
+                            job.group = group
+                            members = group.jobs
+                            if not members or members[-1].key <= key:
+                                # JobGroup.insert's, for a member that goes
+                                # last (the usual: first come, first served).
+                                members.append(job)
+                                group.unsettled.append(job)
+                                group.live += 1
+                            else:
+                                group.insert(job)
+                            state.pending_count = pending + 1
+                        except Exception:
+                            # A fault part of the way in (a picker's
+                            # order_key, say).
+                            forget_partial_job(state, ev, pending)
+                            raise
+                        # PendingQueue.submitted leaves a queued group that is
+                        # awake as it is, unless the job comes before the
+                        # member it is queued by.
+                        try:
+                            quiet = group.queued and group.asleep is None and not key < group.key
+                        except Exception:
+                            quiet = False  # submitted() compares again, and says so
+                        if not quiet:
+                            submitted(job)
+                        if self._fifo:
+                            self._untold.append(job)
+            except Exception as exc:
+                idx = self._index - 1 if index is None else index + count - 1
+                self._failed(idx, ev, exc)
+            else:
+                self.changed = True
+        return RUN_END, count
+
+    def _admit(
+        self, ev: JobSubmitted, shape: JobShape, origin: Origin, keys: Callable[[Job], Any]
+    ) -> None:
+        """Admit ``ev``'s job of ``shape`` from ``origin`` (a new id), keyed by
+        ``keys``: parked if a limit holds it whatever else runs, else pending
+        in its group. Raises what a fault raises, the job forgotten."""
+        state = self.state
         # A job over a limit whatever else runs is parked: no session looks at
         # it until the limits change (_repark).
         never = self._limits.never(origin[:3], shape.min_tasks) if self._limits else None
+        pending = state.pending_count
         try:
-            job = state.job_submitted(ev, shape, origin, place=never is None)
+            job = state.job_submitted(ev, shape, origin, keys, place=never is None)
         except Exception:
             # A fault part of the way in (a picker's order_key, say).
             forget_partial_job(state, ev, pending)
@@ -416,6 +590,22 @@ class SchedulerCore:
         self._pending.submitted(job)
         if self._fifo:
             self._untold.append(job)
+
+    def _queue_seen(
+        self, name: str
+    ) -> tuple[QueueKeys | functools.partial[tuple[Any, ...]], QueueKeys | None]:
+        """For a run of submissions: the order keys of queue ``name`` as it is
+        now, and the same again if the state places its jobs by shape alone
+        (known once it has placed one), else ``None``."""
+        order_key = self.state.order_key
+        queue = self.state.queue(name)
+        try:
+            keys = order_key.of_queue(queue)
+        except Exception:
+            # Its picker cannot be looked up: each key asks, and fails where
+            # it always did (the job admitted, then forgotten).
+            return functools.partial(order_key, queue=queue), None
+        return keys, keys if self.state.places_by_shape(name) else None
 
     def _configure_limits(
         self,

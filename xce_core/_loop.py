@@ -15,8 +15,8 @@ from typing import TypeAlias, final
 
 import anyio.lowlevel
 
-from events import BadEvent, Decision, InputEvent, SessionEnd
-from xce_core._core import SchedulerCore
+from events import BadEvent, Decision, InputEvent, JobSubmitted, SessionEnd
+from xce_core._core import RUN_END, SchedulerCore
 
 __all__ = ["DecisionSink", "SchedulerLoop"]
 
@@ -84,7 +84,17 @@ class SchedulerLoop:
         core = self.core
         sink = self._sink
         index = start
-        for item in items:
+        more = iter(items)
+        item = next(more, RUN_END)
+        while item is not RUN_END:
+            if type(item) is JobSubmitted:
+                # A run of submissions in one call (benchmark B5,
+                # benchmarks/bench_ingest.py); it ends at the first item that
+                # is not one, taken from ``more`` and not applied yet.
+                item, count = core.submit_run(item, more, index)
+                if index is not None:
+                    index += count
+                continue
             if isinstance(item, BadEvent):
                 rejected = item.to_decision()
                 core.reject(rejected.error, index, line=rejected.line, job_id=item.job_id)
@@ -99,6 +109,7 @@ class SchedulerLoop:
                     await sink(decisions)
             if index is not None:
                 index += 1
+            item = next(more, RUN_END)
         decisions = core.take_decisions()
         if decisions:
             await sink(decisions)

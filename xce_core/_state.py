@@ -39,6 +39,7 @@ from xce_core.resreq import Alternative, Compound, ResReq
 
 if TYPE_CHECKING:
     from xce_core._fairshare import ShareNode
+    from xce_core._order import OrderKeys
 
 __all__ = ["ClusterState", "EventInconsistent", "part_counts", "task_problem", "task_total"]
 
@@ -95,13 +96,15 @@ def task_problem(resreq: ResReq, min_tasks: int, max_tasks: int) -> str:
 class ClusterState:
     """Workers, shared resources, queues and jobs, plus the pending-job groups.
 
-    ``order_key(job, queue)`` (injected by the core) returns the job's position in
-    policy order; it is called at submission and when its queue changes.
+    ``order_key(job, queue)`` (an ``OrderKeys``, injected by the core) returns the
+    job's position in policy order; it is asked at submission (through
+    ``order_key.of_queue``, once per queue for a run of them) and when its
+    queue changes.
     """
 
     def __init__(
         self,
-        order_key: Callable[[Job, Queue], tuple[Any, ...]],
+        order_key: OrderKeys,
         account_of: Callable[[Job, Queue], ShareNode | None] = lambda job, queue: None,
     ) -> None:
         self.order_key = order_key
@@ -325,6 +328,11 @@ class ClusterState:
             group.jobs.sort(key=_job_key)
             group.head = 0
 
+    def places_by_shape(self, name: str) -> bool:
+        """Whether queue ``name``'s jobs are known to need no fairshare account:
+        each joins the group of its shape (:meth:`place` found so)."""
+        return name in self._plain
+
     def groups_of_queue(self, name: str) -> list[JobGroup]:
         """The groups holding a job of queue ``name`` (a group holds one shape,
         whatever the queue)."""
@@ -333,16 +341,24 @@ class ClusterState:
     # ------------------------------------------------------------------ jobs
 
     def job_submitted(
-        self, ev: JobSubmitted, shape: JobShape, origin: Origin, *, place: bool = True
+        self,
+        ev: JobSubmitted,
+        shape: JobShape,
+        origin: Origin,
+        keys: Callable[[Job], tuple[Any, ...]],
+        *,
+        place: bool = True,
     ) -> Job:
         """Add a pending job of ``shape`` (its requirement parsed and validated, its
         fingerprint set, see :meth:`fingerprint`) submitted from ``origin``
-        (``(ev.user, ev.queue, ev.project, ev.priority)``, or an equal tuple to
-        share). Raises :class:`EventInconsistent` for a known id. Without
-        ``place`` it joins no group (a job its limits park: :meth:`withdraw`)."""
+        (``(ev.user, ev.queue, ev.project, ev.priority, ev.run_limit)``, or an
+        equal tuple to share), keyed by ``keys``: its queue's order keys as
+        they are now (:meth:`OrderKeys.of_queue`, looked up once for many jobs).
+        Its id must be new: the caller checks that (:meth:`known`), once.
+        Without ``place`` it joins no group (a job its limits park:
+        :meth:`withdraw`). Raises what ``keys`` raises, with the job in
+        ``jobs`` (``forget_partial_job`` undoes that)."""
         job_id = ev.job_id
-        if job_id in self.jobs or job_id in self.ended:
-            raise EventInconsistent(f"duplicate job id {job_id!r}")
         self._seq += 1
         job = self.jobs[job_id] = Job.admit(job_id, shape, origin, ev.submit_time, self._seq)
         # What decides feasibility, nothing else: the requirement and the task
@@ -353,11 +369,14 @@ class ClusterState:
         queue = self.queues.get(origin[1])
         if queue is None:
             queue = self.queue(origin[1])
-        job.key = self.order_key(job, queue)
+        job.key = keys(job)
         if place and queue.name in self._plain:
             # The usual: a queue without fairshare, whose jobs need no account
             # looked up (benchmarks/bench_ingest.py's B5; place() is the rule).
-            group = job.group = self._shape_group(job.fingerprint)
+            group = self.groups.get(shape.fingerprint)
+            if group is None:
+                group = self._shape_group(shape.fingerprint)
+            job.group = group
             group.insert(job)
         elif place:
             self.place(job, queue)

@@ -7,6 +7,7 @@ from tests.strategies.core import (
     fit_taken,
     fit_wants,
     fit_workers,
+    ingest_events,
 )
 from tests.strategies.events import (
     decisions,
@@ -71,6 +72,7 @@ __all__ = [
     "fuzz_texts",
     "hostile_msgpack_stream",
     "hostile_ndjson_lines",
+    "ingest_events",
     "input_events",
     "job_allocated_decisions",
     "job_cancelled_events",

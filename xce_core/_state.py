@@ -328,11 +328,6 @@ class ClusterState:
             group.jobs.sort(key=_job_key)
             group.head = 0
 
-    def places_by_shape(self, name: str) -> bool:
-        """Whether queue ``name``'s jobs are known to need no fairshare account:
-        each joins the group of its shape (:meth:`place` found so)."""
-        return name in self._plain
-
     def groups_of_queue(self, name: str) -> list[JobGroup]:
         """The groups holding a job of queue ``name`` (a group holds one shape,
         whatever the queue)."""

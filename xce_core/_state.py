@@ -352,7 +352,9 @@ class ClusterState:
         Its id must be new: the caller checks that (:meth:`known`), once.
         Without ``place`` it joins no group (a job its limits park:
         :meth:`withdraw`). Raises what ``keys`` raises, with the job in
-        ``jobs`` (``forget_partial_job`` undoes that)."""
+        ``jobs`` (``forget_partial_job`` undoes that). ``SchedulerCore._submit``
+        admits the usual job (a queue placed by shape) inline by this rule:
+        change both together (tests/core/test_ingest.py compares them)."""
         job_id = ev.job_id
         self._seq += 1
         job = self.jobs[job_id] = Job.admit(job_id, shape, origin, ev.submit_time, self._seq)

@@ -20,7 +20,7 @@ import functools
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import anyio
 import anyio.lowlevel
@@ -85,6 +85,9 @@ from xce_core._snapshot import (
 from xce_core._state import ClusterState, EventInconsistent
 
 __all__ = ["RUN_END", "RunEnd", "SchedulerCore"]
+
+# A queue's order keys, and the same again if its jobs are placed by shape.
+_QueueSeen: TypeAlias = tuple["QueueKeys | functools.partial[tuple[Any, ...]]", "QueueKeys | None"]
 
 
 class RunEnd(enum.Enum):
@@ -155,6 +158,12 @@ class SchedulerCore:
         )
         self._pending = PendingQueue(self.state, may_sleep=may_sleep)
         self._shapes = ShapeCache(self.state)
+        self._shape_tables = self._shapes.tables()  # never replaced
+        # What a submission looks up that only configuration changes (so a
+        # queue, limits or fairshare event forgets it): whether limits are
+        # configured, and per queue its order keys and, when the state places
+        # its jobs by shape alone, the same again (else None).
+        self._admission: tuple[bool, dict[str, _QueueSeen]] | None = None
         self.scratch = SessionScratch(
             self.state,
             StaticSelectMemo(),
@@ -377,9 +386,11 @@ class SchedulerCore:
                     self._discharge(job_id)
                     self._pending.ended(state.job_cancelled(job_id))
                 case LimitsConfig():
+                    self._admission = None
                     self._configure_limits(event.limits, self._queue_limits, event.user_groups)
                     self._pending.wake_all()
                 case QueueConfig():
+                    self._admission = None
                     if event.picker is not None:
                         self.registry.picker(event.picker)
                     fairshare = self._fairshare
@@ -393,6 +404,7 @@ class SchedulerCore:
                     # Order keys changed: every group rejoins the order afresh.
                     self._pending.reorder()
                 case FairshareConfig(tree=spec):
+                    self._admission = None
                     fairshare = self._fairshare
                     tree = fairshare.build(spec, "cluster fairshare") if spec is not None else None
                     fairshare.configure(state, None, tree, self.clock.now())
@@ -454,21 +466,23 @@ class SchedulerCore:
         state = self.state
         jobs, ended, groups = state.jobs, state.ended, state.groups
         shapes = self._shapes
-        texts, last_origins = shapes.tables()
-        limited = bool(self._limits)
+        texts, last_origins = self._shape_tables
+        admission = self._admission
+        if admission is None:
+            admission = self._admission = (bool(self._limits), {})
+        limited, queues = admission
         submitted = self._pending.submitted
         new_job = object.__new__
-        # Per queue seen in this run: its order keys, and the same again if
-        # the state places its jobs by shape alone (else None).
-        queues: dict[
-            str, tuple[QueueKeys | functools.partial[tuple[Any, ...]], QueueKeys | None]
-        ] = {}
+        # The events are counted as received at the end of the run, and
+        # before a fault is reported (its hook may look).
+        first = self._index if index is None else index
+        received = self._index
         count = 0
+        after: InputEvent | BadEvent | RunEnd = RUN_END
         for ev in itertools.chain((event,), more):
             if type(ev) is not JobSubmitted:
-                return ev, count
-            if counted:
-                self._index += 1
+                after = ev
+                break
             count += 1
             try:
                 job_id = ev.job_id
@@ -561,11 +575,14 @@ class SchedulerCore:
                         if self._fifo:
                             self._untold.append(job)
             except Exception as exc:
-                idx = self._index - 1 if index is None else index + count - 1
-                self._failed(idx, ev, exc)
+                if counted:
+                    self._index = received + count
+                self._failed(first + count - 1, ev, exc)
             else:
                 self.changed = True
-        return RUN_END, count
+        if counted:
+            self._index = received + count
+        return after, count
 
     def _admit(
         self, ev: JobSubmitted, shape: JobShape, origin: Origin, keys: Callable[[Job], Any]
@@ -591,21 +608,20 @@ class SchedulerCore:
         if self._fifo:
             self._untold.append(job)
 
-    def _queue_seen(
-        self, name: str
-    ) -> tuple[QueueKeys | functools.partial[tuple[Any, ...]], QueueKeys | None]:
-        """For a run of submissions: the order keys of queue ``name`` as it is
-        now, and the same again if the state places its jobs by shape alone
-        (known once it has placed one), else ``None``."""
+    def _queue_seen(self, name: str) -> _QueueSeen:
+        """The order keys of queue ``name`` as it is now, and the same again if
+        the state places its jobs by shape alone (its picker is no fairshare
+        one: ``Fairshare.account_of`` gives them no account), else ``None``."""
         order_key = self.state.order_key
         queue = self.state.queue(name)
         try:
             keys = order_key.of_queue(queue)
+            fair = self._fairshare.is_fair(queue)
         except Exception:
             # Its picker cannot be looked up: each key asks, and fails where
             # it always did (the job admitted, then forgotten).
             return functools.partial(order_key, queue=queue), None
-        return keys, keys if self.state.places_by_shape(name) else None
+        return keys, None if fair else keys
 
     def _configure_limits(
         self,

@@ -297,16 +297,21 @@ class Fairshare:
 
     def account_of(self, job: Job, queue: Queue) -> ShareNode | None:
         """The account of pending ``job`` in ``queue``; ``None`` unless the queue's
-        picker is a fairshare one (it declares ``fairshare = True``)."""
+        picker is a fairshare one (:meth:`is_fair`)."""
+        if not self.is_fair(queue):
+            return None
+        self.used = True
+        return self.account(job.user, queue.name)
+
+    def is_fair(self, queue: Queue) -> bool:
+        """Whether ``queue``'s picker is a fairshare one (it declares
+        ``fairshare = True``). Raises :class:`PluginError` for an unknown one."""
         name = queue.picker or self._default_picker
         fair = self._fair_pickers.get(name)
         if fair is None:
             picker = self._registry.picker(name)
             fair = self._fair_pickers[name] = bool(getattr(picker, "fairshare", False))
-        if not fair:
-            return None
-        self.used = True
-        return self.account(job.user, queue.name)
+        return fair
 
     def configure(
         self, state: ClusterState, queue: str | None, tree: ShareTreeState | None, now: float

@@ -327,7 +327,8 @@ class Job:
     ``user``, ``queue``, ``project``, ``priority``) is read through shared
     objects; these fields are read-only. The keyword constructor takes every
     field, as the dataclass it replaces did; the core builds jobs with
-    :meth:`admit`.
+    :meth:`admit` (the usual submission, inline as it does:
+    ``SchedulerCore._submit``, for benchmark B5).
     """
 
     __slots__ = (
@@ -398,7 +399,8 @@ class Job:
         cls, job_id: str, shape: JobShape, origin: Origin, submit_time: float, seq: int
     ) -> Job:
         """A new pending job of ``shape`` from ``origin`` (both shared, not copied);
-        its ``key`` and ``group`` are the caller's to set."""
+        its ``key`` and ``group`` are the caller's to set. ``SchedulerCore._submit``
+        builds the usual job inline the same way: change both together."""
         job = cls.__new__(cls)
         job.job_id = job_id
         job._shape = shape
@@ -560,7 +562,8 @@ class JobGroup:
         self.head = self.pos = 0
 
     def insert(self, job: Job) -> None:
-        """Add a pending member at its place in policy order."""
+        """Add a pending member at its place in policy order. (``SchedulerCore._submit``
+        adds a member that goes last inline, the same way: change both together.)"""
         jobs = self.jobs
         if not jobs or jobs[-1].key <= job.key:
             jobs.append(job)

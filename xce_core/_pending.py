@@ -86,7 +86,9 @@ class PendingQueue:
     # ------------------------------------------------------------------ events
 
     def submitted(self, job: Job) -> None:
-        """A pending job joined its group."""
+        """A pending job joined its group. (``SchedulerCore._submit`` skips the
+        call when it would change nothing, by the rule of this method and
+        :meth:`PolicyOrder.submitted`: change them together.)"""
         group = job.group
         assert group is not None
         if group.asleep is not None:

@@ -328,11 +328,6 @@ class ClusterState:
             group.jobs.sort(key=_job_key)
             group.head = 0
 
-    def places_by_shape(self, name: str) -> bool:
-        """Whether queue ``name``'s jobs are known to need no fairshare account:
-        each joins the group of its shape (:meth:`place` found so)."""
-        return name in self._plain
-
     def groups_of_queue(self, name: str) -> list[JobGroup]:
         """The groups holding a job of queue ``name`` (a group holds one shape,
         whatever the queue)."""
@@ -357,7 +352,9 @@ class ClusterState:
         Its id must be new: the caller checks that (:meth:`known`), once.
         Without ``place`` it joins no group (a job its limits park:
         :meth:`withdraw`). Raises what ``keys`` raises, with the job in
-        ``jobs`` (``forget_partial_job`` undoes that)."""
+        ``jobs`` (``forget_partial_job`` undoes that). ``SchedulerCore._submit``
+        admits the usual job (a queue placed by shape) inline by this rule:
+        change both together (tests/core/test_ingest.py compares them)."""
         job_id = ev.job_id
         self._seq += 1
         job = self.jobs[job_id] = Job.admit(job_id, shape, origin, ev.submit_time, self._seq)

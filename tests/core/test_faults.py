@@ -265,15 +265,23 @@ async def test_a_queue_config_whose_picker_raises_changes_nothing() -> None:
     check_invariants(core)
 
 
-async def test_a_submission_raising_before_the_state_took_it_is_rejected(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def broken(self: ClusterState, *args: Any, **kwargs: Any) -> None:
+class FullJobTable(dict[str, Job]):
+    """A table of jobs with no room for one more."""
+
+    def __setitem__(self, job_id: str, job: Job) -> None:
         raise MemoryError("no room for jobs")
 
-    monkeypatch.setattr(ClusterState, "job_submitted", broken)
+
+# A fairshare queue's job is admitted by ClusterState.job_submitted; a plain
+# queue's, the usual, inline by the core (SchedulerCore._submit).
+@pytest.mark.parametrize("queue", ["", "fair"])
+async def test_a_submission_raising_before_the_state_took_it_is_rejected(queue: str) -> None:
     core = SchedulerCore()
-    out = await process_events([up("a"), submit("j"), GO], core=core)
+    core.state.jobs = FullJobTable()
+    out = await process_events(
+        [up("a"), QueueConfig(name="fair", picker="fairshare"), submit("j", queue=queue), GO],
+        core=core,
+    )
     assert out[0] == JobRejected(job_id="j", error="internal error: MemoryError: no room for jobs")
     check_invariants(core)
     assert core.state.job_state("j") is JobState.REJECTED

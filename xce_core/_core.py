@@ -664,6 +664,10 @@ class SchedulerCore:
             # back yet stay parked, none is lost.
             state.readmit(job)
             pending.unpark(job)
+            if self._fifo:
+                # Back in the queue like a new submission: under strict FIFO
+                # it waits behind the head and is told so (_tell_behind).
+                self._untold.append(job)
 
     def _discharge(self, job_id: str) -> None:
         """Before a running job ends: take what it held off the limits and its

@@ -340,7 +340,7 @@ class SchedulerCore:
             return self._submit(event, more, index)
         count = 0
         item: InputEvent | BadEvent | RunEnd = event
-        while type(item) is JobSubmitted:
+        while isinstance(item, JobSubmitted):
             self.apply(item, None if index is None else index + count)
             count += 1
             item = next(more, RUN_END)
@@ -480,7 +480,7 @@ class SchedulerCore:
         count = 0
         after: InputEvent | BadEvent | RunEnd = RUN_END
         for ev in itertools.chain((event,), more):
-            if type(ev) is not JobSubmitted:
+            if not isinstance(ev, JobSubmitted):
                 after = ev
                 break
             count += 1

@@ -87,7 +87,7 @@ class SchedulerLoop:
         more = iter(items)
         item = next(more, RUN_END)
         while item is not RUN_END:
-            if type(item) is JobSubmitted:
+            if isinstance(item, JobSubmitted):
                 # A run of submissions in one call (benchmark B5,
                 # benchmarks/bench_ingest.py); it ends at the first item that
                 # is not one, taken from ``more`` and not applied yet.

@@ -18,7 +18,7 @@ from xce_core._fairgroup import FairGroup
 from xce_core._model import PENDING, Job, JobGroup
 from xce_core._order import BatchSink, PolicyOrder
 from xce_core._results import PendReason, SessionStats
-from xce_core._sleep import Sleepers, watch
+from xce_core._sleep import Sleepers, reads_free, watch
 from xce_core._state import ClusterState
 from xce_core.resreq import Primary
 
@@ -233,12 +233,18 @@ class PendingQueue:
                 # last commit. For a requirement of one primary that is when
                 # its fingerprint failed; options and parts of a tree may have
                 # been explained (and cached) at any earlier point, so such a
-                # group sleeps only after a session that committed nothing.
+                # group sleeps only after a session that committed nothing. So
+                # does one whose select reads free amounts: it read them as the
+                # session began, before any of its commits.
                 head = group.jobs[group.head].resreq
                 if (
                     selects is not None
                     or commits == 0
-                    or (isinstance(head, Primary) and failed_at.get(group.fingerprint) == commits)
+                    or (
+                        isinstance(head, Primary)
+                        and failed_at.get(group.fingerprint) == commits
+                        and not reads_free(head.select, consumables)
+                    )
                 ):
                     self._sleepers.sleep(group, reason, selects)
                     continue

@@ -48,6 +48,12 @@ from xce_core.resreq import Alternative, Compound, ResReq, SelectExpr
 __all__ = ["Sleepers", "watch"]
 
 
+def reads_free(select: SelectExpr | None, consumables: set[str]) -> bool:
+    """Whether ``select`` reads free amounts (``slots``, a consumable): how full
+    hosts are, as the session that evaluates it began."""
+    return select is not None and bool(select.names & consumables or "slots" in select.names)
+
+
 def watch(resreq: ResReq, consumables: set[str]) -> tuple[SelectExpr | None, ...] | None:
     """The selects whose freed hosts can wake a group of ``resreq`` (``None`` in
     the tuple: any host), or ``None`` when the group is *fragile* (see the
@@ -60,7 +66,7 @@ def watch(resreq: ResReq, consumables: set[str]) -> tuple[SelectExpr | None, ...
         if isinstance(node, Alternative):
             return all(plain(option) for option in node.options)
         select = node.select
-        if select is not None and (select.names & consumables or "slots" in select.names):
+        if reads_free(select, consumables):
             return False  # reads free amounts: how full hosts are
         if node.rusage or node.order or node.same:
             return False

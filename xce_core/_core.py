@@ -141,8 +141,6 @@ class SchedulerCore:
         # allocator may await anything the pacer does not see.
         self._scopeless = self._allocators_declare("paced_only")
         self._limits = Limits()
-        # Fingerprints of jobs a limit held this session (see _end_session).
-        self._limit_held: set[int] = set()
         self._cluster_limits: list[Limit] = []
         self._queue_limits: dict[str, list[Limit]] = {}
         self._fifo = config.strict_fifo and config.backfill == "none"
@@ -791,12 +789,12 @@ class SchedulerCore:
             self._tell_behind(stats)
         scratch = self.scratch
         failed: Mapping[int, PendReason] = scratch.cache.entries
-        if self._limit_held:
-            # A group with a member a limit held reports two reasons: it is
-            # tried again next session rather than put to sleep with one.
-            held = self._limit_held
-            failed = {fp: reason for fp, reason in failed.items() if fp not in held}
-            held.clear()
+        if self._limits:
+            # No group sleeps under limits: any start charges its consumers,
+            # which can turn what a fresh attempt of a sleeping member would
+            # say into limit_reached, even in a later session before its turn
+            # (the sleep equivalence test under fairshare found it).
+            failed = {}
         self._pending.finish(complete, failed, scratch.commits, scratch.failed_at)
         if self._backfill is not None:
             self._outbox += self._backfill.end(stats.number)
@@ -965,9 +963,8 @@ class SchedulerCore:
 
     def _pend_limited(self, job: Job, reason: PendReason, stats: SessionStats) -> None:
         """Pend ``job``, which a limit holds back: never cached (another
-        consumer's job of its shape may start), and its group does not sleep
-        after this session (_end_session)."""
-        self._limit_held.add(job.fingerprint)
+        consumer's job of its shape may start). No group sleeps under limits
+        (_end_session)."""
         self._pend(1, (job,), reason, stats, cached=False)
 
     def _pend_on_fault(self, job: Job, exc: Exception, stats: SessionStats) -> None:

@@ -17,8 +17,9 @@ first). One case is checked before the attempt (:meth:`Limits.held`): when
 the limit's consumers already hold so much of a cluster-wide limit that the
 job is over it whatever hosts it gets, it pends with ``limit_reached`` at
 once (its limit is then what to act on: it cannot start before their jobs
-end). A group with a member held by a limit in a session does not sleep after
-it (its members do not all report the group's reason).
+end). No group sleeps across sessions while limits are configured: a start
+charges its consumers, which can turn what a fresh attempt of a sleeping
+member would say into ``limit_reached``.
 """
 
 from __future__ import annotations

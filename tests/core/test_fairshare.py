@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from events import (
@@ -362,6 +362,24 @@ ops = st.lists(ops_over(SHAPES, [f"w{i}" for i in range(5)], sessions=2), min_si
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops, st.booleans(), st.sampled_from([2, 256]))
+# Found by this test: j0 (3 tasks) failed on capacity and slept; j1, of the same
+# user, then started, and under the per-user limit of 3 slots a fresh attempt
+# of j0 says limit_reached (no group sleeps under limits now).
+@example(
+    stream=[
+        ("submit", "", 3, 0, 0),
+        ("session",),
+        ("down", "w0"),
+        ("session",),
+        ("submit", "", 1, 0, 0),
+        ("up", "w0", 0, 0, "a"),
+        ("up", "w0", 0, 0, "a"),
+        ("up", "w0", 1, 0, "a"),
+        ("session",),
+    ],
+    tree=False,
+    batch=2,
+)
 async def test_cache_and_sleeping_never_change_a_fairshare_decision(
     stream: list[tuple[Any, ...]], tree: bool, batch: int
 ) -> None:

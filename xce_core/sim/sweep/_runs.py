@@ -12,7 +12,6 @@ are not in the key, so renaming a policy keeps its cached result.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Final
 import msgspec
 
 from events import Limit
-from xce_core.sim import DEFAULT_MAX_HOSTS, HostGroup, QueueSpec
+from xce_core.sim import DEFAULT_MAX_HOSTS, HostGroup, QueueSpec, _provenance
 
 __all__ = [
     "CACHE_FORMAT",
@@ -42,24 +41,11 @@ CACHE_FORMAT: Final = 1
 
 def file_sha256(path: Path) -> str:
     """Hex SHA-256 of the bytes of the file at ``path`` (``OSError`` if unreadable)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(functools.partial(file.read, 1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return _provenance.file_sha256(path)[0]
 
 
-@functools.cache
-def xce_version() -> str:
-    """The installed xce's version (part of every run key). Read once per
-    process: parsing the installed metadata takes about 2 ms, and a sweep
-    computes a key per run."""
-    import importlib.metadata  # here, not at the top: about 8 ms of `xce simulate --help`
-
-    try:
-        return importlib.metadata.version("xce")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source tree
-        return "unknown"
+# The installed xce's version (part of every run key): the provenance's.
+xce_version = _provenance.xce_version
 
 
 class TraceInput(msgspec.Struct, frozen=True, kw_only=True):

@@ -370,10 +370,7 @@ class ClusterState:
         if place and queue.name in self._plain:
             # The usual: a queue without fairshare, whose jobs need no account
             # looked up (benchmarks/bench_ingest.py's B5; place() is the rule).
-            group = self.groups.get(shape.fingerprint)
-            if group is None:
-                group = self._shape_group(shape.fingerprint)
-            job.group = group
+            group = job.group = self._shape_group(shape.fingerprint)
             group.insert(job)
         elif place:
             self.place(job, queue)

@@ -609,8 +609,10 @@ def write_timeseries(
     written. Raises ``OSError``, or :class:`XceError` for Parquet without pyarrow."""
     if fmt is None:
         fmt = TIMESERIES_FORMATS.get(path.suffix.lower(), "csv")
-    recorded = _recorded(outcomes, until) if isinstance(outcomes, OutcomeTable) else None
-    if fmt == "csv" and recorded is not None and (times := _whole(recorded[0])) is not None:
+    recorded = (
+        _recorded(outcomes, until) if fmt == "csv" and isinstance(outcomes, OutcomeTable) else None
+    )
+    if recorded is not None and (times := _whole(recorded[0])) is not None:
         # The replay's rows as they are, each behind its time: no columns built
         # and taken apart again (benchmarks/bench_outputs.py).
         _write_int_rows(path, TIMESERIES_COLUMNS, list(map(add, zip(times), recorded[1])))

@@ -226,6 +226,11 @@ class SchedulerCore:
         return self._sessions
 
     @property
+    def decisions_waiting(self) -> int:
+        """How many decisions :meth:`take_decisions` would return now."""
+        return len(self._outbox)
+
+    @property
     def events_received(self) -> int:
         """Input events counted so far (the index the next one gets by default);
         a snapshot covers exactly the events before it."""

@@ -104,6 +104,9 @@ def scripted_stream(seed: int = 1, jobs: int = 60) -> list[bytes]:
         tasks = rng.choice([1, 1, 2, 4, 6])
         events.append(JobSubmitted(job_id=f"j{i}", min_tasks=tasks, max_tasks=tasks))
         running.append(f"j{i}")
+        if i % 11 == 4:  # rejected submissions amid accepted ones
+            events.append(JobSubmitted(job_id=f"j{i}"))  # a duplicate id
+            events.append(JobSubmitted(job_id=f"bad{i}", resreq="select[mem>"))
         if i % 7 == 6:
             events.append(SessionBegin())
             for job_id in rng.sample(running, 3):
@@ -159,6 +162,25 @@ async def test_same_decisions_as_stdin_and_everything_acked(nats_server: NatsSer
         # The malformed message was rejected as on stdin, acked, and did not block.
         rejected = [d for d in got if d["type"] == "event_rejected" and d["index"] == 9]
         assert rejected[0]["error"] == "event 9: message 10: Expected `int` >= 0 - at `$.slots`"
+        # A rejected submission's decision is its own message's: the position
+        # is that message's stream sequence, the id names its event index.
+        positioned = await names.decisions_of(nats_server.url, headers=True)
+        submitted = {
+            json.loads(p)["job_id"]: seq
+            for seq, p in enumerate(payloads, 1)
+            if p.startswith(b'{"type":"job_submitted"')
+        }
+        refused = [d for d in positioned if d["type"] == "job_rejected"]
+        assert len(refused) == 6  # the bad requirements
+        for decision in refused:
+            seq = submitted[decision["job_id"]]
+            assert decision["_pos"] == f"{seq}.0"
+            assert decision["_id"] == f"e{seq - 1}.job.{decision['job_id']}"
+        duplicates = [d for d in positioned if "duplicate job id" in d.get("error", "")]
+        assert len(duplicates) == 6
+        for decision in duplicates:
+            assert decision["_pos"] == f"{decision['index'] + 1}.0"
+            assert decision["_id"] == f"e{decision['index']}.rejected"
         nc = await nats.connect(nats_server.url)
         try:
             for _ in range(50):

@@ -34,7 +34,7 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final, Protocol, final
 
 import anyio
@@ -44,7 +44,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from events import BadEvent, Decision, InputEvent
+from events import BadEvent, Decision, InputEvent, JobSubmitted
 from xce_core import SchedulerCore, SchedulerLoop, XceError
 from xce_core.cli._checkpoint import Checkpoint, CheckpointStore
 from xce_core.cli._endpoints import stderr_line
@@ -170,8 +170,13 @@ class _ActiveRun:
             items = self._decoder.decode([m.data for m in messages])
             if self._metrics is not None:
                 self._metrics.observe_events(items)
-            for message, item in zip(messages, items, strict=True):
-                await self._apply(message, item)
+            at = 0
+            while at < len(items):
+                if isinstance(items[at], JobSubmitted):
+                    at = await self._apply_submissions(messages, items, at)
+                else:
+                    await self._apply(messages[at], items[at])
+                    at += 1
             self.progress()
             if self._metrics is not None:
                 self._metrics.refresh(self._core)
@@ -189,6 +194,48 @@ class _ActiveRun:
         self._events += 1
         self._acks.append((self._publisher.published, message.reply))
         crash_point("applied")
+
+    async def _apply_submissions(
+        self, messages: list[InputMessage], items: list[InputEvent | BadEvent], at: int
+    ) -> int:
+        """Apply the ``job_submitted`` messages from ``at`` on as :meth:`_apply`
+        would one by one, in one run of the core (``SchedulerCore.submit_run``:
+        a busy stream is mostly submissions; benchmarks/bench_nats.py); the
+        index of the first message not applied.
+
+        The run stops after a message whose submission was rejected, so that
+        its decisions are handed over as that message's, as one by one."""
+        core = self._core
+        acks = self._acks
+        published = self._publisher.published  # nothing is handed over mid-run
+        end = at
+        rejected: InputMessage | None = None
+
+        def run() -> Iterator[InputEvent | BadEvent]:
+            nonlocal end, rejected
+            while end < len(items):
+                item = items[end]
+                if not isinstance(item, JobSubmitted):
+                    return
+                message = messages[end]
+                self._seq = message.seq
+                self._clock.time = message.time
+                yield item  # taken back once the core applied it
+                end += 1
+                if core.decisions_waiting:
+                    rejected = message
+                    return
+                self._events += 1
+                acks.append((published, message.reply))
+                crash_point("applied")
+
+        self._ordinal = 0
+        await self._loop.apply(run(), start=self._events)
+        if rejected is not None:  # its decisions are handed over: as in _apply
+            self._events += 1
+            acks.append((self._publisher.published, rejected.reply))
+            crash_point("applied")
+        return end
 
     async def _hand_over(self, decisions: list[Decision]) -> None:
         seq, first, index = self._seq, self._ordinal, self._events

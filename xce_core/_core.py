@@ -227,7 +227,8 @@ class SchedulerCore:
 
     @property
     def decisions_waiting(self) -> int:
-        """How many decisions :meth:`take_decisions` would return now."""
+        """How many decisions :meth:`take_decisions` would return now (during a
+        session too: those it made so far, in order, final)."""
         return len(self._outbox)
 
     @property

@@ -13,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeAlias, final
 
+import anyio
 import anyio.lowlevel
 
 from events import BadEvent, Decision, InputEvent, JobSubmitted, SessionEnd
 from xce_core._core import RUN_END, SchedulerCore
 
 __all__ = ["DecisionSink", "SchedulerLoop"]
+
+# How often a streamed session's hand-over task looks for decisions.
+_STREAM_POLL_S = 0.002
 
 DecisionSink: TypeAlias = Callable[[list[Decision]], Awaitable[None]]
 """Takes one hand-over of decisions, in order (the list is the sink's to keep)."""
@@ -41,7 +45,11 @@ class SchedulerLoop:
     (never an empty hand-over). ``sink`` is awaited before anything else happens,
     so a slow sink is backpressure: what waits is the rest of the batch and the
     next session, never half a session. A session's decisions are produced whole
-    by the core, then handed over in one piece.
+    by the core, then handed over in one piece; with ``stream_from``, a running
+    session's decisions are handed over in pieces of at least that many while it
+    runs (by a task of its own, so the sink works while the session goes on;
+    backpressure then holds that task, not the session), and what is left when
+    it ends. Hand-overs never overlap: each is awaited before the next begins.
 
     Faults (an exception that is not an ``XceError``, in an event, a plugin or the
     core) never escape: the core reports them as decisions whose error text
@@ -55,11 +63,14 @@ class SchedulerLoop:
     runs one session at a time). Not thread-safe.
     """
 
-    __slots__ = ("_sink", "core")
+    __slots__ = ("_sink", "_stream_from", "core")
 
-    def __init__(self, core: SchedulerCore, sink: DecisionSink) -> None:
+    def __init__(
+        self, core: SchedulerCore, sink: DecisionSink, *, stream_from: int | None = None
+    ) -> None:
         self.core = core
         self._sink = sink
+        self._stream_from = stream_from
 
     async def apply(
         self,
@@ -102,7 +113,10 @@ class SchedulerLoop:
                     await self.flush()
                     return item
             elif core.apply(item, index):
-                await core.run_session()
+                if self._stream_from is None:
+                    await core.run_session()
+                else:
+                    await self._streamed_session(self._stream_from)
                 # flush() inlined: the simulator comes here once per instant.
                 decisions = core.take_decisions()
                 if decisions:
@@ -127,8 +141,40 @@ class SchedulerLoop:
     async def run_session(self) -> SessionEnd:
         """Run a session now and hand its decisions over; its ``session_end``.
         Always a cancellation point. Raises ``XceError`` if a session is running."""
-        end = await self.core.run_session()
+        if self._stream_from is None:
+            end = await self.core.run_session()
+        else:
+            end = await self._streamed_session(self._stream_from)
         await self.flush()
+        return end
+
+    async def _streamed_session(self, least: int) -> SessionEnd:
+        """Run a session while a task of its own hands its decisions over, in
+        pieces of at least ``least``, as the core makes them; what is left
+        stays in the core for the caller."""
+        core = self.core
+        sink = self._sink
+        ended = anyio.Event()
+
+        async def hand_over() -> None:
+            while not ended.is_set():
+                if core.decisions_waiting >= least:
+                    await sink(core.take_decisions())
+                else:
+                    with anyio.move_on_after(_STREAM_POLL_S):
+                        await ended.wait()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(hand_over)
+                try:
+                    end = await core.run_session()
+                finally:
+                    ended.set()
+        except BaseExceptionGroup as group:
+            if len(group.exceptions) == 1:  # the sink's, raised as without streaming
+                raise group.exceptions[0] from None
+            raise
         return end
 
     async def flush(self) -> None:

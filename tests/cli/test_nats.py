@@ -269,6 +269,52 @@ async def test_kill_at_crash_points_loses_and_doubles_nothing(nats_server: NatsS
             stop(process)
 
 
+def big_session_stream(jobs: int = 6000) -> list[bytes]:
+    """One session that starts thousands of jobs (handed over while it runs),
+    then a few more events."""
+    encoder = EventEncoder("ndjson")
+    events: list[Any] = [WorkerUp(name=f"h{i}", slots=64) for i in range(100)]
+    events += [JobSubmitted(job_id=f"j{i}", max_tasks=1 + i % 2) for i in range(jobs)]
+    events += [SessionBegin(), JobFinished(job_id="j0"), SessionBegin()]
+    return [encoder.encode(event) for event in events]
+
+
+async def test_kill_while_a_big_session_is_handed_over(nats_server: NatsServer) -> None:
+    """A session's decisions go out while it runs: killed after some of them
+    are stored (or half of one hand-over is sent), a restart publishes exactly
+    the uninterrupted run's decisions, ids included."""
+    url = nats_server.url
+    payloads = big_session_stream()
+    expected = normal(stdin_decisions(payloads))
+    crashes = ["published:1", "published:3", "mid_publish:2", "acked:1"]
+    cases = [Names(f"big{i}") for i in range(len(crashes))]
+    reference = Names("bigref")
+    for names in [reference, *cases]:
+        await names.publish(url, payloads)
+    extra = ("--fetch-batch", "500")
+    processes = [reference.start(url, *extra)]
+    processes += [
+        names.start(url, *extra, crash=crash) for names, crash in zip(cases, crashes, strict=True)
+    ]
+    want = await wait_for(reference, url, len(expected))
+    assert normal(want) == expected
+    for process in processes[1:]:
+        process.wait(30)
+        assert process.returncode == -signal.SIGKILL
+    restarted = [names.start(url, *extra) for names in cases]
+    try:
+        want_ids = [d["_id"] for d in await reference.decisions_of(url, headers=True)]
+        for names, crash in zip(cases, crashes, strict=True):
+            await wait_for(names, url, len(expected))
+            await anyio.sleep(0.2)  # nothing more may come
+            got = await names.decisions_of(url, headers=True)
+            assert normal(got) == expected, crash
+            assert [d["_id"] for d in got] == want_ids, crash
+    finally:
+        for process in [processes[0], *restarted]:
+            stop(process)
+
+
 async def test_standby_takes_over_when_the_active_is_killed(nats_server: NatsServer) -> None:
     url = nats_server.url
     payloads = scripted_stream(seed=3)

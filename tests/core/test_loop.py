@@ -4,6 +4,7 @@ when decisions are handed over, numbering, backpressure and cancellation."""
 from __future__ import annotations
 
 import anyio
+import msgspec
 
 from events import (
     BadEvent,
@@ -167,3 +168,54 @@ async def test_cancellation_passes_through_and_what_was_decided_stays_in_the_cor
     assert isinstance(allocated, JobAllocated)
     assert isinstance(end, SessionEnd)
     assert (end.allocated, end.pended) == (1, 0)
+
+
+class SlowSink(Sink):
+    """Records each hand-over and takes a few milliseconds over each (a store)."""
+
+    async def __call__(self, decisions: list[Decision]) -> None:
+        self.handovers.append(decisions)
+        await anyio.sleep(0.005)
+
+
+def timeless(decisions: list[Decision]) -> list[Decision]:
+    return [
+        msgspec.structs.replace(d, elapsed_s=0.0) if isinstance(d, SessionEnd) else d
+        for d in decisions
+    ]
+
+
+def big_stream(jobs: int) -> list[object]:
+    return [up(f"h{i}", 8) for i in range(jobs // 8)] + [submit(f"j{i}") for i in range(jobs)]
+
+
+async def test_a_streamed_session_is_handed_over_in_pieces_as_it_runs() -> None:
+    # yield_every=1: the session yields at every step, so the hand-over task
+    # runs while it does (as it would in a long session).
+    config = SchedulerConfig(yield_every=1)
+    whole, pieces = Sink(), SlowSink()
+    await SchedulerLoop(SchedulerCore(config), whole).apply([*big_stream(4000), GO])
+    streamed = SchedulerLoop(SchedulerCore(config), pieces, stream_from=100)
+    await streamed.apply([*big_stream(4000), GO, submit("late"), GO])
+    assert timeless(pieces.decisions[: len(whole.decisions)]) == timeless(whole.decisions)
+    session = pieces.handovers[:-1]  # the last: the second session, whole
+    assert len(session) > 2  # handed over while it ran, and the rest at its end
+    assert all(len(piece) >= 100 for piece in session[:-1])
+    assert [kinds(p).count("SessionEnd") for p in session] == [0] * (len(session) - 1) + [1]
+    assert kinds(pieces.handovers[-1]) == ["JobPended", "SessionEnd"]
+
+
+async def test_a_streamed_sessions_sink_error_is_raised_as_itself() -> None:
+    class Refused(Exception):
+        pass
+
+    async def refuse(decisions: list[Decision]) -> None:
+        raise Refused
+
+    loop = SchedulerLoop(SchedulerCore(SchedulerConfig(yield_every=1)), refuse, stream_from=10)
+    try:
+        await loop.apply([*big_stream(400), GO])
+    except Refused:
+        pass
+    else:
+        raise AssertionError("the sink's error was not raised")

@@ -68,6 +68,7 @@ CRASH_POINTS: Final = (
 )
 _log = logging.getLogger("xce.run")
 _SHUTDOWN_TIMEOUT_S: Final = 5.0
+_STREAM_FROM: Final = 1000  # decisions of a running session per early hand-over
 
 
 def _crash_plan() -> tuple[str, int] | None:
@@ -146,7 +147,10 @@ class _ActiveRun:
         self._fetcher = fetcher
         self._publisher = publisher
         self._store = store
-        self._loop = SchedulerLoop(core, self._hand_over)
+        # A session's decisions go out while it runs: the server stores them
+        # meanwhile (one session can decide for a whole cluster; B1 of
+        # benchmarks/bench_nats.py decides 500,000 in one).
+        self._loop = SchedulerLoop(core, self._hand_over, stream_from=_STREAM_FROM)
         self._decoder = PayloadDecoder(options)
         self._events = checkpoint.events if checkpoint else 0
         self._seq = checkpoint.seq if checkpoint else 0

@@ -101,6 +101,8 @@ def test_header_int_reads_the_first_word_and_refuses_nonsense() -> None:
     assert header_int({"MaxProcs": "128 (guess)"}, "MaxProcs") == 128
     assert header_int({"MaxProcs": "1e3"}, "MaxProcs") == 1000
     assert header_int({"TimeZone": "-28800"}, "TimeZone") == -28800
+    for unknown in ["UNKNOWN", "unknown", "N/A", "None (lost)"]:  # as -1
+        assert header_int({"UnixStartTime": unknown}, "UnixStartTime") is None
     for value in ["many", "inf", "nan", "1e999", "0", "-5", "2.5", "", "9007199254740992"]:
         with pytest.raises(ValueError, match=r"header MaxProcs: expected -1 .* or an integer"):
             header_int({"MaxProcs": value}, "MaxProcs")
@@ -114,6 +116,14 @@ def test_gzip_is_detected_by_magic(tmp_path: Path, name: str) -> None:
     trace = read_swf(path)
     assert len(trace.jobs) == 3
     assert trace.header["Computer"] == "Test machine"
+
+
+def test_a_header_that_says_unknown_reads(tmp_path: Path) -> None:
+    # As the MIT SuperCloud conversion writes it.
+    text = "; UnixStartTime: UNKNOWN\n; TimeZoneString: UNKNOWN\n" + TRACE
+    trace = read_swf(write(tmp_path, text))
+    assert len(trace.jobs) == 3
+    assert header_int(trace.header, "UnixStartTime") is None
 
 
 def test_limit_keeps_the_first_jobs(tmp_path: Path) -> None:

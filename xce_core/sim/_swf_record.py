@@ -30,7 +30,8 @@ a time and every slowdown stays finite: a replay's figures are always finite.
 reader reports a line that breaks them as malformed.
 
 **Integer header keys** start with an integer (words after it are a free
-comment: ``128 (guess)``) or ``-1`` (not recorded): ``MaxProcs``, ``MaxNodes``
+comment: ``128 (guess)``) or ``-1`` (not recorded; so is ``UNKNOWN``, ``N/A``
+or ``NONE`` in any case, as some archive conversions write): ``MaxProcs``, ``MaxNodes``
 from 1 to MAX_INTEGER; ``MaxJobs``, ``MaxRecords``, ``MaxQueues``,
 ``MaxPartitions`` from 0 to MAX_INTEGER; ``MaxRuntime``, ``UnixStartTime`` from 0
 to MAX_SECONDS; ``MaxMemory`` from 0 to MAX_MEMORY_KB; ``TimeZone`` from -86400
@@ -108,6 +109,9 @@ _HEADER_RANGES: Final = {
 }
 _FLOAT_LIMITS: Final = tuple(map(float, _LIMITS))  # exact: each limit fits a float
 INTEGER_HEADER_KEYS: Final = frozenset(_HEADER_RANGES)
+# Words that mean "not recorded" in an integer header key, as -1 does (the MIT
+# SuperCloud conversion writes "; UnixStartTime: UNKNOWN").
+_NOT_RECORDED: Final = frozenset({"unknown", "n/a", "none"})
 _SHOWN: Final = 40  # characters of a bad token quoted in an error message
 
 
@@ -279,7 +283,7 @@ def parse_exact(tokens: list[str]) -> SwfJob:
 
 def header_int(header: dict[str, str], key: str) -> int | None:
     """``header[key]`` as an integer (its first word), or ``None`` when absent or
-    ``-1`` (not recorded).
+    not recorded (``-1``, ``UNKNOWN``, ``N/A`` or ``NONE``).
 
     Raises ``ValueError`` naming the key when the value is not an integer within
     the key's range (module docstring; other keys: 0 to MAX_INTEGER). The reader
@@ -295,7 +299,7 @@ def header_int(header: dict[str, str], key: str) -> int | None:
         number = float(word) if word.isascii() and "_" not in word else math.nan
     except ValueError:
         number = math.nan
-    if number == -1:
+    if number == -1 or word.lower() in _NOT_RECORDED:
         return None
     if not (math.isfinite(number) and number.is_integer() and low <= number <= high):
         raise ValueError(

@@ -231,6 +231,31 @@ CRASHES = [
 ]
 
 
+async def restarts_publish_the_same(
+    url: str,
+    reference: Names,
+    cases: list[Names],
+    crashes: list[str],
+    expected: list[dict[str, Any]],
+    extra: tuple[str, ...],
+    reference_process: subprocess.Popen[bytes],
+) -> None:
+    """Restart each killed case: it must publish exactly the reference's
+    decisions, ids included. Stops every process."""
+    restarted = [names.start(url, *extra) for names in cases]
+    try:
+        want_ids = [d["_id"] for d in await reference.decisions_of(url, headers=True)]
+        for names, crash in zip(cases, crashes, strict=True):
+            await wait_for(names, url, len(expected))
+            await anyio.sleep(0.2)  # nothing more may come
+            got = await names.decisions_of(url, headers=True)
+            assert normal(got) == expected, crash
+            assert [d["_id"] for d in got] == want_ids, crash
+    finally:
+        for process in [reference_process, *restarted]:
+            stop(process)
+
+
 async def test_kill_at_crash_points_loses_and_doubles_nothing(nats_server: NatsServer) -> None:
     """Each case is killed (SIGKILL) at one named point, restarted (from its
     newest snapshot), and must publish exactly the decisions of an
@@ -255,18 +280,7 @@ async def test_kill_at_crash_points_loses_and_doubles_nothing(nats_server: NatsS
         crashed.append(process.returncode == -signal.SIGKILL)
         stop(process)
     assert sum(crashed) >= 10, list(zip(CRASHES, crashed, strict=True))
-    restarted = [names.start(url, *extra) for names in cases]
-    try:
-        want_ids = [d["_id"] for d in await reference.decisions_of(url, headers=True)]
-        for names, crash in zip(cases, CRASHES, strict=True):
-            got = await wait_for(names, url, len(expected))
-            await anyio.sleep(0.2)  # nothing more may come
-            got = await names.decisions_of(url, headers=True)
-            assert normal(got) == expected, crash
-            assert [d["_id"] for d in got] == want_ids, crash
-    finally:
-        for process in [processes[0], *restarted]:
-            stop(process)
+    await restarts_publish_the_same(url, reference, cases, CRASHES, expected, extra, processes[0])
 
 
 def big_session_stream(jobs: int = 6000) -> list[bytes]:
@@ -301,18 +315,7 @@ async def test_kill_while_a_big_session_is_handed_over(nats_server: NatsServer) 
     for process in processes[1:]:
         process.wait(30)
         assert process.returncode == -signal.SIGKILL
-    restarted = [names.start(url, *extra) for names in cases]
-    try:
-        want_ids = [d["_id"] for d in await reference.decisions_of(url, headers=True)]
-        for names, crash in zip(cases, crashes, strict=True):
-            await wait_for(names, url, len(expected))
-            await anyio.sleep(0.2)  # nothing more may come
-            got = await names.decisions_of(url, headers=True)
-            assert normal(got) == expected, crash
-            assert [d["_id"] for d in got] == want_ids, crash
-    finally:
-        for process in [processes[0], *restarted]:
-            stop(process)
+    await restarts_publish_the_same(url, reference, cases, crashes, expected, extra, processes[0])
 
 
 async def test_standby_takes_over_when_the_active_is_killed(nats_server: NatsServer) -> None:

@@ -284,9 +284,21 @@ def _columns(table: OutcomeTable) -> tuple[dict[str, list[Any]], _RowHosts]:
 def _hosts_text(hosts: _RowHosts) -> list[str]:
     """CSV: ``host:slots`` separated by spaces."""
     names = hosts.names
+    # By slot count, every host's "host:slots", so that a run is a slice joined
+    # (two thirds of writing the NASA schedule's hosts went to formatting
+    # them one by one, benchmarks/bench_outputs.py); built once as many were
+    # formatted one by one, so never more than twice the labels written.
+    labels: dict[int, list[str]] = {}
+    formatted: dict[int, int] = {}
 
     def text(host: int, length: int, slots: int) -> str:
-        return " ".join(f"{names[h]}:{slots}" for h in range(host, host + length))
+        every = labels.get(slots)
+        if every is None:
+            formatted[slots] = count = formatted.get(slots, 0) + length
+            if count < len(names):
+                return " ".join(f"{names[h]}:{slots}" for h in range(host, host + length))
+            every = labels[slots] = [f"{name}:{slots}" for name in names]
+        return " ".join(every[host : host + length])
 
     return hosts.rendered(text, " ".join)
 
@@ -434,7 +446,16 @@ def _whole(values: list[Any]) -> list[int] | None:
     kinds = set(map(type, values))
     if kinds == {int}:
         return values
-    if kinds == {float} and all(map(float.is_integer, values)):
+    if kinds != {float}:
+        return None
+    try:
+        # One C loop, a third of is_integer and int() a value (the schedule's
+        # six time columns and the series' times, benchmarks/bench_outputs.py);
+        # it takes integral floats up to 2**53 only, the rest go on below.
+        return msgspec.convert(values, list[int], strict=False)
+    except msgspec.ValidationError:
+        pass
+    if all(map(float.is_integer, values)):
         return list(map(int, values))
     return None
 
@@ -452,6 +473,9 @@ def _csv_cells(values: list[Any]) -> list[str]:
             # faster a column, benchmarks/bench_outputs.py).
             return _int_texts(ints)
     if kind is float:
+        texts = _float_texts(values)
+        if texts is not None:
+            return texts
         return ["" if v is None else str(int(v)) if v.is_integer() else repr(v) for v in values]
     if kind is int:
         return ["" if v is None else str(v) for v in values]
@@ -466,6 +490,27 @@ def _csv_cells(values: list[Any]) -> list[str]:
         "" if v is None else '"' + v.replace('"', '""') + '"' if _NEEDS_QUOTES(v) else v
         for v in values
     ]
+
+
+def _float_texts(values: list[float | None]) -> list[str] | None:
+    """The cells of a column of floats (or ``None``: empty) as the general rule
+    writes them (:func:`_csv_cells`), by one msgspec encode: its shortest
+    round-trip digits are ``repr``'s, and so is its notation but for the values
+    told apart below (an exponent, ``-0.0``, magnitudes under 1e-4 and NaN or
+    infinity, which it writes as null), for which it returns ``None``. A
+    third less than a cell at a time on the NASA schedule's slowdowns
+    (benchmarks/bench_outputs.py)."""
+    if not values:
+        return []
+    text = _ENCODE(values)[1:-1].decode()
+    cells = f",{text},"
+    if "e" in text or ",-0.0," in cells or ",0.0000" in cells or ",-0.0000" in cells:
+        return None
+    nulls = text.count("null")
+    if nulls and nulls != values.count(None):  # NaN or infinity among them
+        return None
+    # A cell ends in ".0" exactly when its value is integral: written as an int.
+    return cells.replace(".0,", ",").replace("null", "")[1:-1].split(",")
 
 
 def _int_texts(values: list[int]) -> list[str]:

@@ -392,6 +392,23 @@ def test_schedule_columns_follow_each_outcome(outcomes: list[JobOutcome]) -> Non
     assert [{k: row[k] for k in compared} for row in rows] == expected
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_any_outcome, max_size=10))
+def test_parquet_hosts_follow_each_outcome(
+    tmp_path_factory: pytest.TempPathFactory, outcomes: list[JobOutcome]
+) -> None:
+    # Arrow expands the runs of hosts (run-end decoding, a take of the names):
+    # jobs of no host, of scattered hosts, of several runs, rows without one
+    # between them; each row reads back as its job's hosts.
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path_factory.mktemp("parquet") / "s.parquet"
+    write_schedule(path, outcomes)
+    hosts = [
+        [(h["host"], h["slots"]) for h in row] for row in pq.read_table(path)["hosts"].to_pylist()
+    ]
+    assert hosts == schedule_columns(outcomes)["hosts"]
+
+
 @given(
     st.integers(0, 4).flatmap(
         lambda rows: st.lists(

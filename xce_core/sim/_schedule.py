@@ -523,21 +523,54 @@ def _int_texts(values: list[int]) -> list[str]:
 _ENCODE: Final = msgspec.json.Encoder().encode
 
 
+def _arrow_kernel(name: str, *args: Any) -> Any:
+    """Arrow's compute function ``name`` on ``args``. Called by name through
+    pyarrow's extension module: importing ``pyarrow.compute`` builds a Python
+    wrapper for every function, 0.19 G instructions, as much as the hosts
+    column it saves on the NASA schedule (benchmarks/bench_outputs.py)."""
+    try:
+        compute = importlib.import_module("pyarrow._compute")
+    except ImportError:  # another layout: the public module
+        compute = importlib.import_module("pyarrow.compute")
+    return compute.call_function(name, list(args))
+
+
+def _host_entries(pa: Any, hosts: _RowHosts) -> tuple[list[int], Any]:
+    """Parquet: the offsets of each row's hosts, and every row's ``{host, slots}``
+    structs end to end. Arrow expands the runs (run-end decoding): converting a
+    name and a slot count a host from Python objects was half the cost of
+    writing the NASA schedule (300,000 hosts, benchmarks/bench_outputs.py)."""
+    runs = [run for job in hosts.rows() for run in job]
+    if not runs:
+        empty = [pa.array([], pa.string()), pa.array([], pa.int64())]
+        return [0] * (len(hosts.count) + 1), pa.StructArray.from_arrays(
+            empty, names=["host", "slots"]
+        )
+    starts, lengths, slots = zip(*runs, strict=True)
+    ends = list(accumulate(lengths))  # each run's end among all the hosts
+    run_ends = pa.array(ends, pa.int64())
+
+    def per_host(values: Sequence[int]) -> Any:
+        """One value a run, repeated for each of its hosts."""
+        encoded = pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(values, pa.int64()))
+        return _arrow_kernel("run_end_decode", encoded)
+
+    # A host's index in the names: its run's first host, plus how far into the
+    # run it is (its number among all the hosts, 1, 2..., less the run's end
+    # and plus its length, less one).
+    number = _arrow_kernel("cumulative_sum", per_host([1] * len(ends)))
+    shift = [s + n - e - 1 for s, n, e in zip(starts, lengths, ends, strict=True)]
+    index = _arrow_kernel("add", number, per_host(shift))
+    host = _arrow_kernel("take", pa.array(hosts.names, pa.string()), index)
+    entries = pa.StructArray.from_arrays([host, per_host(slots)], names=["host", "slots"])
+    # Row i ends where its last run does: run_count[0..i] runs in.
+    after = [0, *ends]
+    return [0, *map(after.__getitem__, accumulate(hosts.count))], entries
+
+
 def _schedule_arrow(columns: dict[str, list[Any]], hosts: _RowHosts) -> Any:
     pa, _ = _pyarrow()
-    names = hosts.names
-    offsets = [0]
-    host_names: list[str] = []
-    host_slots: list[int] = []
-    for job in hosts.rows():
-        for host, length, slots in job:
-            host_names += names[host : host + length]
-            host_slots += [slots] * length
-        offsets.append(len(host_names))
-    entries = pa.StructArray.from_arrays(
-        [pa.array(host_names, pa.string()), pa.array(host_slots, pa.int64())],
-        names=["host", "slots"],
-    )
+    offsets, entries = _host_entries(pa, hosts)
     arrays = {name: columns[name] for name in SCHEDULE_COLUMNS if name != "hosts"}
     types = {"size": pa.int64(), "job_id": pa.string(), "user": pa.string()}
     fields = []

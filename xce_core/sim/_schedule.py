@@ -404,14 +404,28 @@ def _write_csv(path: Path, names: Sequence[str], columns: dict[str, list[Any]]) 
     """RFC 4180 CSV, as :mod:`csv` writes it, but built column by column (the
     csv module's writer took twice as long). A float with an integral value is
     written as an integer (``3871``), any other as Python's shortest repr."""
-    numbers = _as_ints([columns[name] for name in names])
-    if numbers is not None:
-        _write_int_rows(path, names, list(zip(*numbers, strict=True)))
+    whole = [_whole(columns[name]) for name in names]
+    if all(ints is not None for ints in whole):
+        _write_int_rows(path, names, list(zip(*whole, strict=True)))
         return
-    cells = [_csv_cells(columns[name]) for name in names]
+    # Each row in parts: adjacent whole-number columns make one part, encoded
+    # together (the schedule's six times: a third of their cost,
+    # benchmarks/bench_outputs.py); any other column is a part of its own.
+    parts: list[list[str]] = []
+    adjacent: list[list[int]] = []
+    for name, ints in zip(names, whole, strict=True):
+        if ints is not None:
+            adjacent.append(ints)
+            continue
+        if adjacent:
+            parts.append(_int_row_texts(adjacent))
+            adjacent = []
+        parts.append(_csv_cells(columns[name]))
+    if adjacent:
+        parts.append(_int_row_texts(adjacent))
     with _replacing(path, "w") as out:
         out.write(",".join(names) + "\n")
-        rows = zip(*cells, strict=True)
+        rows = zip(*parts, strict=True)
         while chunk := list(itertools.islice(rows, _CSV_CHUNK)):
             out.write("\n".join(map(",".join, chunk)))
             out.write("\n")
@@ -428,21 +442,11 @@ def _write_int_rows(path: Path, names: Sequence[str], rows: list[tuple[int, ...]
             out.write(body + b"\n")
 
 
-def _as_ints(columns: list[list[Any]]) -> list[list[int]] | None:
-    """``columns`` as ints when every one holds whole numbers (:func:`_whole`);
-    else ``None``."""
-    out = []
-    for values in columns:
-        ints = _whole(values)
-        if ints is None:
-            return None
-        out.append(ints)
-    return out
-
-
 def _whole(values: list[Any]) -> list[int] | None:
     """``values`` as ints when all are ints, or all floats with an integral
     value (as CSV writes them); else ``None`` (an empty value, another type)."""
+    if not values or type(values[0]) not in (int, float):  # text, at once
+        return None
     kinds = set(map(type, values))
     if kinds == {int}:
         return values
@@ -465,13 +469,10 @@ _NEEDS_QUOTES: Final = re.compile(r'[",\r\n]').search
 
 
 def _csv_cells(values: list[Any]) -> list[str]:
-    kind = next((type(v) for v in values if v is not None), str)
-    if kind is float or kind is int:
-        ints = _whole(values)
-        if ints is not None:
-            # Whole numbers (the usual times and sizes): by one encode (a third
-            # faster a column, benchmarks/bench_outputs.py).
-            return _int_texts(ints)
+    """The cells of a column that is not whole numbers (:func:`_whole`)."""
+    kind = next((type(v) for v in values if v is not None), None)
+    if kind is None:  # empty cells only: the reasons when every job started
+        return [""] * len(values)
     if kind is float:
         texts = _float_texts(values)
         if texts is not None:
@@ -513,11 +514,14 @@ def _float_texts(values: list[float | None]) -> list[str] | None:
     return cells.replace(".0,", ",").replace("null", "")[1:-1].split(",")
 
 
-def _int_texts(values: list[int]) -> list[str]:
-    """``str`` of each int: one msgspec encode (a C loop) split at the commas,
-    twice as fast as ``map(str, ...)`` on the time series' four int columns
+def _int_row_texts(columns: list[list[int]]) -> list[str]:
+    """Each row of int ``columns`` as CSV text: one msgspec encode (a C loop)
+    split into rows, twice as fast as ``map(str, ...)`` a column
     (benchmarks/bench_outputs.py)."""
-    return _ENCODE(values)[1:-1].decode().split(",") if values else []
+    if len(columns) == 1:
+        return _ENCODE(columns[0])[1:-1].decode().split(",") if columns[0] else []
+    rows = list(zip(*columns, strict=True))
+    return _ENCODE(rows)[2:-2].decode().split("],[") if rows else []
 
 
 _ENCODE: Final = msgspec.json.Encoder().encode

@@ -42,7 +42,7 @@ import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import accumulate, chain, compress, repeat
+from itertools import accumulate, chain, compress
 from operator import add, ne, sub, truediv
 from pathlib import Path
 from typing import IO, Any, Final, Literal, TypeVar
@@ -235,9 +235,13 @@ def _columns(table: OutcomeTable) -> tuple[dict[str, list[Any]], _RowHosts]:
     go_turnaround = list(map(sub, go_end, go_submit))
     tau = BOUNDED_SLOWDOWN_TAU
     go_slowdown = [t / r if r > 0 else None for t, r in zip(go_turnaround, go_run, strict=True)]
-    go_bounded = list(
-        map(max, repeat(1.0), map(truediv, go_turnaround, map(max, go_run, repeat(tau))))
-    )
+    # max(1, t / max(r, tau)) as conditional expressions: max() parses its
+    # arguments on every call, three times the cost of this column
+    # (benchmarks/bench_outputs.py).
+    go_bounded = [
+        b if b > 1.0 else 1.0
+        for b in map(truediv, go_turnaround, [tau if tau > r else r for r in go_run])
+    ]
     reason: list[str | None] = []
     detail: list[str | None] = []
     if not all(started):
@@ -280,9 +284,21 @@ def _columns(table: OutcomeTable) -> tuple[dict[str, list[Any]], _RowHosts]:
 def _hosts_text(hosts: _RowHosts) -> list[str]:
     """CSV: ``host:slots`` separated by spaces."""
     names = hosts.names
+    # By slot count, every host's "host:slots", so that a run is a slice joined
+    # (two thirds of writing the NASA schedule's hosts went to formatting
+    # them one by one, benchmarks/bench_outputs.py); built once as many were
+    # formatted one by one, so never more than twice the labels written.
+    labels: dict[int, list[str]] = {}
+    formatted: dict[int, int] = {}
 
     def text(host: int, length: int, slots: int) -> str:
-        return " ".join(f"{names[h]}:{slots}" for h in range(host, host + length))
+        every = labels.get(slots)
+        if every is None:
+            formatted[slots] = count = formatted.get(slots, 0) + length
+            if count < len(names):
+                return " ".join(f"{names[h]}:{slots}" for h in range(host, host + length))
+            every = labels[slots] = [f"{name}:{slots}" for name in names]
+        return " ".join(every[host : host + length])
 
     return hosts.rendered(text, " ".join)
 
@@ -388,14 +404,28 @@ def _write_csv(path: Path, names: Sequence[str], columns: dict[str, list[Any]]) 
     """RFC 4180 CSV, as :mod:`csv` writes it, but built column by column (the
     csv module's writer took twice as long). A float with an integral value is
     written as an integer (``3871``), any other as Python's shortest repr."""
-    numbers = _as_ints([columns[name] for name in names])
-    if numbers is not None:
-        _write_int_rows(path, names, list(zip(*numbers, strict=True)))
+    whole = [_whole(columns[name]) for name in names]
+    if all(ints is not None for ints in whole):
+        _write_int_rows(path, names, list(zip(*whole, strict=True)))
         return
-    cells = [_csv_cells(columns[name]) for name in names]
+    # Each row in parts: adjacent whole-number columns make one part, encoded
+    # together (the schedule's six times: a third of their cost,
+    # benchmarks/bench_outputs.py); any other column is a part of its own.
+    parts: list[list[str]] = []
+    adjacent: list[list[int]] = []
+    for name, ints in zip(names, whole, strict=True):
+        if ints is not None:
+            adjacent.append(ints)
+            continue
+        if adjacent:
+            parts.append(_int_row_texts(adjacent))
+            adjacent = []
+        parts.append(_csv_cells(columns[name]))
+    if adjacent:
+        parts.append(_int_row_texts(adjacent))
     with _replacing(path, "w") as out:
         out.write(",".join(names) + "\n")
-        rows = zip(*cells, strict=True)
+        rows = zip(*parts, strict=True)
         while chunk := list(itertools.islice(rows, _CSV_CHUNK)):
             out.write("\n".join(map(",".join, chunk)))
             out.write("\n")
@@ -412,25 +442,24 @@ def _write_int_rows(path: Path, names: Sequence[str], rows: list[tuple[int, ...]
             out.write(body + b"\n")
 
 
-def _as_ints(columns: list[list[Any]]) -> list[list[int]] | None:
-    """``columns`` as ints when every one holds whole numbers (:func:`_whole`);
-    else ``None``."""
-    out = []
-    for values in columns:
-        ints = _whole(values)
-        if ints is None:
-            return None
-        out.append(ints)
-    return out
-
-
 def _whole(values: list[Any]) -> list[int] | None:
     """``values`` as ints when all are ints, or all floats with an integral
     value (as CSV writes them); else ``None`` (an empty value, another type)."""
+    if not values or type(values[0]) not in (int, float):  # text, at once
+        return None
     kinds = set(map(type, values))
     if kinds == {int}:
         return values
-    if kinds == {float} and all(map(float.is_integer, values)):
+    if kinds != {float}:
+        return None
+    try:
+        # One C loop, a third of is_integer and int() a value (the schedule's
+        # six time columns and the series' times, benchmarks/bench_outputs.py);
+        # it takes integral floats up to 2**53 only, the rest go on below.
+        return msgspec.convert(values, list[int], strict=False)
+    except msgspec.ValidationError:
+        pass
+    if all(map(float.is_integer, values)):
         return list(map(int, values))
     return None
 
@@ -440,14 +469,14 @@ _NEEDS_QUOTES: Final = re.compile(r'[",\r\n]').search
 
 
 def _csv_cells(values: list[Any]) -> list[str]:
-    kind = next((type(v) for v in values if v is not None), str)
-    if kind is float or kind is int:
-        ints = _whole(values)
-        if ints is not None:
-            # Whole numbers (the usual times and sizes): by one encode (a third
-            # faster a column, benchmarks/bench_outputs.py).
-            return _int_texts(ints)
+    """The cells of a column that is not whole numbers (:func:`_whole`)."""
+    kind = next((type(v) for v in values if v is not None), None)
+    if kind is None:  # empty cells only: the reasons when every job started
+        return [""] * len(values)
     if kind is float:
+        texts = _float_texts(values)
+        if texts is not None:
+            return texts
         return ["" if v is None else str(int(v)) if v.is_integer() else repr(v) for v in values]
     if kind is int:
         return ["" if v is None else str(v) for v in values]
@@ -464,31 +493,88 @@ def _csv_cells(values: list[Any]) -> list[str]:
     ]
 
 
-def _int_texts(values: list[int]) -> list[str]:
-    """``str`` of each int: one msgspec encode (a C loop) split at the commas,
-    twice as fast as ``map(str, ...)`` on the time series' four int columns
+def _float_texts(values: list[float | None]) -> list[str] | None:
+    """The cells of a column of floats (or ``None``: empty) as the general rule
+    writes them (:func:`_csv_cells`), by one msgspec encode: its shortest
+    round-trip digits are ``repr``'s, and so is its notation but for the values
+    told apart below (an exponent, ``-0.0``, magnitudes under 1e-4 and NaN or
+    infinity, which it writes as null), for which it returns ``None``. A
+    third less than a cell at a time on the NASA schedule's slowdowns
     (benchmarks/bench_outputs.py)."""
-    return _ENCODE(values)[1:-1].decode().split(",") if values else []
+    if not values:
+        return []
+    text = _ENCODE(values)[1:-1].decode()
+    cells = f",{text},"
+    if "e" in text or ",-0.0," in cells or ",0.0000" in cells or ",-0.0000" in cells:
+        return None
+    nulls = text.count("null")
+    if nulls and nulls != values.count(None):  # NaN or infinity among them
+        return None
+    # A cell ends in ".0" exactly when its value is integral: written as an int.
+    return cells.replace(".0,", ",").replace("null", "")[1:-1].split(",")
+
+
+def _int_row_texts(columns: list[list[int]]) -> list[str]:
+    """Each row of int ``columns`` as CSV text: one msgspec encode (a C loop)
+    split into rows, twice as fast as ``map(str, ...)`` a column
+    (benchmarks/bench_outputs.py)."""
+    if len(columns) == 1:
+        return _ENCODE(columns[0])[1:-1].decode().split(",") if columns[0] else []
+    rows = list(zip(*columns, strict=True))
+    return _ENCODE(rows)[2:-2].decode().split("],[") if rows else []
 
 
 _ENCODE: Final = msgspec.json.Encoder().encode
 
 
+def _arrow_kernel(name: str, *args: Any) -> Any:
+    """Arrow's compute function ``name`` on ``args``. Called by name through
+    pyarrow's extension module: importing ``pyarrow.compute`` builds a Python
+    wrapper for every function, 0.19 G instructions, as much as the hosts
+    column it saves on the NASA schedule (benchmarks/bench_outputs.py)."""
+    try:
+        compute = importlib.import_module("pyarrow._compute")
+    except ImportError:  # another layout: the public module
+        compute = importlib.import_module("pyarrow.compute")
+    return compute.call_function(name, list(args))
+
+
+def _host_entries(pa: Any, hosts: _RowHosts) -> tuple[list[int], Any]:
+    """Parquet: the offsets of each row's hosts, and every row's ``{host, slots}``
+    structs end to end. Arrow expands the runs (run-end decoding): converting a
+    name and a slot count a host from Python objects was half the cost of
+    writing the NASA schedule (300,000 hosts, benchmarks/bench_outputs.py)."""
+    runs = [run for job in hosts.rows() for run in job]
+    if not runs:
+        empty = [pa.array([], pa.string()), pa.array([], pa.int64())]
+        return [0] * (len(hosts.count) + 1), pa.StructArray.from_arrays(
+            empty, names=["host", "slots"]
+        )
+    starts, lengths, slots = zip(*runs, strict=True)
+    ends = list(accumulate(lengths))  # each run's end among all the hosts
+    run_ends = pa.array(ends, pa.int64())
+
+    def per_host(values: Sequence[int]) -> Any:
+        """One value a run, repeated for each of its hosts."""
+        encoded = pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(values, pa.int64()))
+        return _arrow_kernel("run_end_decode", encoded)
+
+    # A host's index in the names: its run's first host, plus how far into the
+    # run it is (its number among all the hosts, 1, 2..., less the run's end
+    # and plus its length, less one).
+    number = _arrow_kernel("cumulative_sum", per_host([1] * len(ends)))
+    shift = [s + n - e - 1 for s, n, e in zip(starts, lengths, ends, strict=True)]
+    index = _arrow_kernel("add", number, per_host(shift))
+    host = _arrow_kernel("take", pa.array(hosts.names, pa.string()), index)
+    entries = pa.StructArray.from_arrays([host, per_host(slots)], names=["host", "slots"])
+    # Row i ends where its last run does: run_count[0..i] runs in.
+    after = [0, *ends]
+    return [0, *map(after.__getitem__, accumulate(hosts.count))], entries
+
+
 def _schedule_arrow(columns: dict[str, list[Any]], hosts: _RowHosts) -> Any:
     pa, _ = _pyarrow()
-    names = hosts.names
-    offsets = [0]
-    host_names: list[str] = []
-    host_slots: list[int] = []
-    for job in hosts.rows():
-        for host, length, slots in job:
-            host_names += names[host : host + length]
-            host_slots += [slots] * length
-        offsets.append(len(host_names))
-    entries = pa.StructArray.from_arrays(
-        [pa.array(host_names, pa.string()), pa.array(host_slots, pa.int64())],
-        names=["host", "slots"],
-    )
+    offsets, entries = _host_entries(pa, hosts)
     arrays = {name: columns[name] for name in SCHEDULE_COLUMNS if name != "hosts"}
     types = {"size": pa.int64(), "job_id": pa.string(), "user": pa.string()}
     fields = []

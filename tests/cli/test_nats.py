@@ -283,13 +283,17 @@ async def test_kill_at_crash_points_loses_and_doubles_nothing(nats_server: NatsS
     await restarts_publish_the_same(url, reference, cases, CRASHES, expected, extra, processes[0])
 
 
-def big_session_stream(jobs: int = 6000) -> list[bytes]:
-    """One session that starts thousands of jobs (handed over while it runs),
-    then a few more events."""
+def big_session_stream(jobs: int = 6000, rounds: int = 1) -> list[bytes]:
+    """Sessions that start thousands of jobs each (handed over while they run),
+    each followed by a few more events."""
     encoder = EventEncoder("ndjson")
-    events: list[Any] = [WorkerUp(name=f"h{i}", slots=64) for i in range(100)]
-    events += [JobSubmitted(job_id=f"j{i}", max_tasks=1 + i % 2) for i in range(jobs)]
-    events += [SessionBegin(), JobFinished(job_id="j0"), SessionBegin()]
+    events: list[Any] = [WorkerUp(name=f"h{i}", slots=64) for i in range(100 * rounds)]
+    for r in range(rounds):
+        ids = [f"j{r}.{i}" for i in range(jobs)]
+        events += [
+            JobSubmitted(job_id=job_id, max_tasks=1 + i % 2) for i, job_id in enumerate(ids)
+        ]
+        events += [SessionBegin(), JobFinished(job_id=ids[0]), SessionBegin()]
     return [encoder.encode(event) for event in events]
 
 
@@ -397,6 +401,38 @@ async def test_many_random_kills(nats_server: NatsServer) -> None:
     rng = random.Random(5)
     extra = ("--fetch-batch", "20", "--snapshot-every", "50")
     for _ in range(int(os.environ.get("XCE_NATS_KILLS", "1000"))):
+        process = names.start(url, *extra)
+        await anyio.sleep(rng.uniform(0.3, 1.5))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        await anyio.sleep(rng.choice([0, 0.5, 1.1]))  # the lease may still be held
+    process = names.start(url, *extra)
+    try:
+        await wait_for(names, url, len(expected), patience=120)
+        await anyio.sleep(0.5)
+        got = await names.decisions_of(url, headers=True)
+        assert normal(got) == expected
+        assert len({d["_id"] for d in got}) == len(got)
+    finally:
+        stop(process)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(7200)
+async def test_many_random_kills_while_big_sessions_are_handed_over(
+    nats_server: NatsServer,
+) -> None:
+    """``$XCE_NATS_KILLS`` (default 200) SIGKILLs at random times over a stream
+    of big sessions (each handed over while it runs), then a clean run: the
+    decisions stream equals an uninterrupted run's, ids included."""
+    url = nats_server.url
+    payloads = big_session_stream(jobs=4000, rounds=4)
+    expected = normal(stdin_decisions(payloads))
+    names = Names("bigmany")
+    await names.publish(url, payloads)
+    rng = random.Random(6)
+    extra = ("--fetch-batch", "500", "--snapshot-every", "3000")
+    for _ in range(int(os.environ.get("XCE_NATS_KILLS", "200"))):
         process = names.start(url, *extra)
         await anyio.sleep(rng.uniform(0.3, 1.5))
         process.send_signal(signal.SIGKILL)

@@ -387,20 +387,16 @@ async def test_server_restart_loses_nothing(nats_server: NatsServer) -> None:
         stop(process)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(7200)
-async def test_many_random_kills(nats_server: NatsServer) -> None:
-    """``$XCE_NATS_KILLS`` (default 1000) SIGKILLs at random times, with
-    snapshots every 50 events, then a clean run: the decisions stream equals an
-    uninterrupted run's, ids included."""
-    url = nats_server.url
-    payloads = scripted_stream(seed=5, jobs=1500)
+async def kills_then_a_clean_run(
+    url: str, names: Names, payloads: list[bytes], extra: tuple[str, ...], seed: int, kills: int
+) -> None:
+    """Publish ``payloads``; start ``names``' service and SIGKILL it at random
+    times (``$XCE_NATS_KILLS`` times, default ``kills``), then run it clean: its
+    decisions stream must equal an uninterrupted run's, ids unique."""
     expected = normal(stdin_decisions(payloads))
-    names = Names("many")
     await names.publish(url, payloads)
-    rng = random.Random(5)
-    extra = ("--fetch-batch", "20", "--snapshot-every", "50")
-    for _ in range(int(os.environ.get("XCE_NATS_KILLS", "1000"))):
+    rng = random.Random(seed)
+    for _ in range(int(os.environ.get("XCE_NATS_KILLS", str(kills)))):
         process = names.start(url, *extra)
         await anyio.sleep(rng.uniform(0.3, 1.5))
         process.send_signal(signal.SIGKILL)
@@ -415,6 +411,18 @@ async def test_many_random_kills(nats_server: NatsServer) -> None:
         assert len({d["_id"] for d in got}) == len(got)
     finally:
         stop(process)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(7200)
+async def test_many_random_kills(nats_server: NatsServer) -> None:
+    """``$XCE_NATS_KILLS`` (default 1000) SIGKILLs at random times, with
+    snapshots every 50 events, then a clean run: the decisions stream equals an
+    uninterrupted run's, ids included."""
+    url = nats_server.url
+    payloads = scripted_stream(seed=5, jobs=1500)
+    extra = ("--fetch-batch", "20", "--snapshot-every", "50")
+    await kills_then_a_clean_run(url, Names("many"), payloads, extra, seed=5, kills=1000)
 
 
 @pytest.mark.slow
@@ -427,23 +435,5 @@ async def test_many_random_kills_while_big_sessions_are_handed_over(
     decisions stream equals an uninterrupted run's, ids included."""
     url = nats_server.url
     payloads = big_session_stream(jobs=4000, rounds=4)
-    expected = normal(stdin_decisions(payloads))
-    names = Names("bigmany")
-    await names.publish(url, payloads)
-    rng = random.Random(6)
     extra = ("--fetch-batch", "500", "--snapshot-every", "3000")
-    for _ in range(int(os.environ.get("XCE_NATS_KILLS", "200"))):
-        process = names.start(url, *extra)
-        await anyio.sleep(rng.uniform(0.3, 1.5))
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-        await anyio.sleep(rng.choice([0, 0.5, 1.1]))  # the lease may still be held
-    process = names.start(url, *extra)
-    try:
-        await wait_for(names, url, len(expected), patience=120)
-        await anyio.sleep(0.5)
-        got = await names.decisions_of(url, headers=True)
-        assert normal(got) == expected
-        assert len({d["_id"] for d in got}) == len(got)
-    finally:
-        stop(process)
+    await kills_then_a_clean_run(url, Names("bigmany"), payloads, extra, seed=6, kills=200)

@@ -298,6 +298,19 @@ def test_the_time_series_matches_a_state_at_every_instant(
 _CELL = st.text(alphabet=st.sampled_from('ab ,"\r\n:'), max_size=6)
 
 
+def _written_csv(
+    tmp_path_factory: pytest.TempPathFactory, columns: list[list[Any]]
+) -> tuple[list[str], Path]:
+    """``columns`` (named c0, c1...) written by the schedule's CSV writer; the
+    names and the file."""
+    from xce_core.sim._schedule import _write_csv
+
+    names = [f"c{i}" for i in range(len(columns))]
+    path = tmp_path_factory.mktemp("csv") / "t.csv"
+    _write_csv(path, names, dict(zip(names, columns, strict=True)))
+    return names, path
+
+
 @given(
     columns=st.lists(
         st.lists(st.one_of(_CELL, st.none()) | _CELL, min_size=3, max_size=3),
@@ -312,12 +325,8 @@ def test_csv_text_columns_read_back_whatever_they_hold(
     # quotes: each reads back cell for cell (empty for None), by the csv module.
     # An id column first, as in the schedule (a row of one empty cell is a
     # blank line).
-    from xce_core.sim._schedule import _write_csv
-
     columns = [["1", "2", "3"], *columns]
-    names = [f"c{i}" for i in range(len(columns))]
-    path = tmp_path_factory.mktemp("csv") / "t.csv"
-    _write_csv(path, names, dict(zip(names, columns, strict=True)))
+    names, path = _written_csv(tmp_path_factory, columns)
     with path.open(newline="") as f:
         rows = list(csv.reader(f))
     assert rows[0] == names
@@ -473,12 +482,8 @@ def test_csv_float_columns_are_written_as_the_csv_module_would(
     # cell at a time then; either way each cell is what the csv module
     # writes: empty for None, an integral value as an int, any other float
     # as the csv module formats it.
-    from xce_core.sim._schedule import _write_csv
-
     columns = [["1", "2", "3"], *columns]
-    names = [f"c{i}" for i in range(len(columns))]
-    path = tmp_path_factory.mktemp("csv") / "f.csv"
-    _write_csv(path, names, dict(zip(names, columns, strict=True)))
+    names, path = _written_csv(tmp_path_factory, columns)
 
     def cell(v: float | str | None) -> float | int | str | None:
         return int(v) if isinstance(v, float) and v.is_integer() else v

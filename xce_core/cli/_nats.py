@@ -195,8 +195,13 @@ class _ActiveRun:
         self._ordinal = 0
         self._clock.time = message.time
         await self._loop.apply((item,), start=self._events)
+        self._applied(message, self._publisher.published)
+
+    def _applied(self, message: InputMessage, published: int) -> None:
+        """``message`` is applied and its decisions (up to ``published``) handed
+        over: count it, and ack it once those are stored."""
         self._events += 1
-        self._acks.append((self._publisher.published, message.reply))
+        self._acks.append((published, message.reply))
         crash_point("applied")
 
     async def _apply_submissions(
@@ -210,7 +215,6 @@ class _ActiveRun:
         The run stops after a message whose submission was rejected, so that
         its decisions are handed over as that message's, as one by one."""
         core = self._core
-        acks = self._acks
         published = self._publisher.published  # nothing is handed over mid-run
         end = at
         rejected: InputMessage | None = None
@@ -229,16 +233,12 @@ class _ActiveRun:
                 if core.decisions_waiting:
                     rejected = message
                     return
-                self._events += 1
-                acks.append((published, message.reply))
-                crash_point("applied")
+                self._applied(message, published)
 
         self._ordinal = 0
         await self._loop.apply(run(), start=self._events)
         if rejected is not None:  # its decisions are handed over: as in _apply
-            self._events += 1
-            acks.append((self._publisher.published, rejected.reply))
-            crash_point("applied")
+            self._applied(rejected, self._publisher.published)
         return end
 
     async def _hand_over(self, decisions: list[Decision]) -> None:

@@ -68,6 +68,8 @@ class SchedulerLoop:
     def __init__(
         self, core: SchedulerCore, sink: DecisionSink, *, stream_from: int | None = None
     ) -> None:
+        if stream_from is not None and stream_from < 1:
+            raise ValueError(f"stream_from must be at least 1, not {stream_from}")
         self.core = core
         self._sink = sink
         self._stream_from = stream_from

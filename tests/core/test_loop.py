@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import anyio
 import msgspec
+import pytest
 
 from events import (
     BadEvent,
@@ -219,3 +220,8 @@ async def test_a_streamed_sessions_sink_error_is_raised_as_itself() -> None:
         pass
     else:
         raise AssertionError("the sink's error was not raised")
+
+
+def test_stream_from_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="stream_from must be at least 1, not 0"):
+        SchedulerLoop(SchedulerCore(), Sink(), stream_from=0)

@@ -749,15 +749,19 @@ class SchedulerCore:
                 await anyio.lowlevel.checkpoint()
                 complete = True
                 return self._end_session(stats, started, complete)
-            awake = self.state.pending_count - self._pending.sleeping_jobs
+            pending = self._pending
+            awake = self.state.pending_count - pending.sleeping_jobs
             # Under fairshare too: a job's charge must be seen before the next
             # pick under its account (_order.py), which the picker task,
             # running ahead of the allocator, could not promise.
-            if awake <= self.config.batch_size or self._fifo or fairshare.used:
-                # A small session fits in one batch, and a strict-FIFO one
-                # usually stops at its first job: starting two tasks would cost
-                # more than the session (half of a --strict-fifo replay,
-                # benchmarks/bench_simulate.py). The same picker and allocator
+            if awake <= self.config.batch_size or self._fifo or fairshare.used or pending.barren:
+                # A small session fits in one batch, a strict-FIFO one usually
+                # stops at its first job, and a barren one (it commits nothing:
+                # PendingQueue.barren) only tells failed groups why they pend,
+                # a batch or so per group: starting two tasks would cost more
+                # than the session (half of a --strict-fifo replay,
+                # benchmarks/bench_simulate.py; half of B9' in
+                # benchmarks/bench_queue.py). The same picker and allocator
                 # code runs in this task, batch by batch; when the allocators
                 # await only paced steps, without a cancel scope (entering and
                 # leaving one costs 4-5 us a session, 4% of that replay's

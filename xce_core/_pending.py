@@ -36,7 +36,15 @@ class PendingQueue:
     whether groups may sleep at all (the cache is on, no strict FIFO or
     backfill, allocators that declare ``capacity_only``)."""
 
-    __slots__ = ("_may_sleep", "_order", "_parked", "_sleepers", "_state", "_untold_parked")
+    __slots__ = (
+        "_barren",
+        "_may_sleep",
+        "_order",
+        "_parked",
+        "_sleepers",
+        "_state",
+        "_untold_parked",
+    )
 
     def __init__(self, state: ClusterState, *, may_sleep: bool) -> None:
         self._state = state
@@ -47,10 +55,27 @@ class PendingQueue:
         # those not told yet.
         self._parked: dict[Job, PendReason] = {}
         self._untold_parked: dict[Job, None] = {}
+        # Whether the next session provably commits nothing: every queued group
+        # failed in the last session, which ran to its end, and nothing since
+        # could help one (no capacity freed, no group queued afresh, no
+        # worker, licence, limits or order change). Feasibility is monotone in
+        # capacity, and capacity only shrank since each failed, so each fails
+        # again. Such a session leaves the fragile sleepers asleep (begin()):
+        # without a commit, what they were told still holds (B9' of
+        # benchmarks/bench_queue.py: a session with nothing changed after one
+        # that committed).
+        self._barren = False
 
     def __len__(self) -> int:
         """Entries in the policy order (0: a session has nothing to cover)."""
         return len(self._order)
+
+    @property
+    def barren(self) -> bool:
+        """Whether the next session provably commits nothing (see ``_barren``
+        in ``__init__``): it only tells groups that failed last time why they
+        pend, on the capacity that session left."""
+        return self._barren
 
     @property
     def sleeping_jobs(self) -> int:
@@ -94,6 +119,10 @@ class PendingQueue:
         if group.asleep is not None:
             self._sleepers.submitted(job)
             return
+        if not group.queued:
+            # A new shape, or one no session failed: it may start. (A job
+            # joining a queued group shares its fingerprint: it fails alike.)
+            self._barren = False
         try:
             self._order.submitted(job)
         except Exception:
@@ -107,23 +136,27 @@ class PendingQueue:
         if self._parked and self._parked.pop(job, None) is not None:
             return  # a parked job cancelled: it held nothing, in no group
         if job.allocation:
+            self._barren = False
             self._sleepers.released(w for w, _ in job.allocation)
         elif job.group is not None and job.group.asleep is not None:
             self._sleepers.cancelled(job.group)
 
     def wake_all(self) -> None:
         """A worker, licence or limits event: every sleeping group wakes."""
+        self._barren = False
         self._sleepers.wake_all()
 
     def reorder(self) -> None:
         """Order keys changed (a queue's priority or picker): every group rejoins
         the order afresh before the next session."""
+        self._barren = False
         self._sleepers.wake_all()
         self._sleepers.take_woken()
         self._order.broken = True
 
     def broken(self) -> None:
         """A session raised part of the way: rebuild the order before the next."""
+        self._barren = False
         self._order.broken = True
 
     # ------------------------------------------------------------------ sessions
@@ -131,7 +164,8 @@ class PendingQueue:
     def begin(self, stats: SessionStats, pend: Pend, risen: Iterable[ShareNode] = ()) -> None:
         """Before a session's tasks start: queue the groups woken since the last
         session (and, before a session that may commit, the fragile sleepers:
-        see :mod:`xce_core._sleep`); tell members that joined a sleeping group
+        see :mod:`xce_core._sleep`; one that provably commits nothing leaves
+        them asleep: ``_barren``); tell members that joined a sleeping group
         why they pend (through ``pend``); count every sleeper as pended."""
         sleepers = self._sleepers
         order = self._order
@@ -150,9 +184,12 @@ class PendingQueue:
                     self._forget(group)
         # Fairshare accounts whose priority rose (a job ended): they move up.
         order.lift(risen)
-        for group in sleepers.take_woken():
-            self._queue(group)
-        if len(order) and len(sleepers):
+        woken = sleepers.take_woken()
+        if woken:
+            self._barren = False
+            for group in woken:
+                self._queue(group)
+        if len(order) and len(sleepers) and not self._barren:
             sleepers.wake_fragile()
             for group in sleepers.take_woken():
                 self._queue(group)
@@ -222,8 +259,12 @@ class PendingQueue:
         if not (complete and self._may_sleep):
             failed = {}
         consumables = self._state.consumables
+        # A session cut short left groups it never covered in the order.
+        barren = complete and self._may_sleep
         for group in self._order.finish():
             reason = failed.get(group.fingerprint) if group.live else None
+            if group.live and reason is None:
+                barren = False  # covered only part of the way: it may start
             if reason is not None:
                 group.begin()  # drop what this session started, while it is fresh
                 selects = watch(group.jobs[group.head].resreq, consumables)
@@ -252,6 +293,7 @@ class PendingQueue:
                 self._order.requeue(group)
             else:
                 self._forget(group)
+        self._barren = barren
 
     def _queue(self, group: JobGroup) -> None:
         """Queue ``group`` for the next session; one with nothing pending is

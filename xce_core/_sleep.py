@@ -12,7 +12,9 @@ it would pend with*:
 - capacity freed (a running job finished or was cancelled) on a usable host
   its select can match: the groups watching that select wake;
 - for a *fragile* group, any freed capacity at all, and any session that may
-  commit something (one that has queued groups to cover).
+  commit something: one that has queued groups to cover, unless each of them
+  failed in the last session and nothing since could help it (such a session
+  is *barren*: :attr:`PendingQueue.barren`).
 
 Why this never changes a decision: capacity that is not freed only shrinks,
 and feasibility is monotone in capacity, so a sleeping group that is not woken
@@ -29,7 +31,10 @@ it is put to sleep only when its reason was found on the capacity the session
 ends with: for a requirement of one primary, when it failed after the session's
 last commit; for a tree, only by a session that committed nothing (an option or a
 part of it may have been explained, and cached, at any point of the session),
-and it wakes before any session that could commit.
+and it wakes before any session that could commit. A barren session commits
+nothing: each group it covers failed on at least the capacity there is now,
+and feasibility is monotone in capacity; so what the fragile sleepers were told
+still holds after it.
 
 Groups only sleep when the session cache is on, outside strict FIFO (which
 stops at the first job that cannot start, so it needs no sleep to cost what it

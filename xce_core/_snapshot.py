@@ -268,6 +268,7 @@ def _write(parts: CoreParts, counters: Counters) -> bytes:
         groups=group_records,
         heap=[(entry[:-3], entry[-3], entry[-2]) for entry in heap],
         order_broken=order.broken,
+        barren=parts.pending._barren,
         sleeping=list(sleepers.groups),
         sleeping_unsettled=list(sleepers.unsettled),
         woken=[group.gid for group in sleepers._woken],
@@ -473,6 +474,7 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
     order = parts.pending._order
     order._heap = [(*key, gid, ticket, groups[gid]) for key, gid, ticket in snap.heap]
     order.broken = snap.order_broken
+    parts.pending._barren = snap.barren
     sleepers = parts.pending._sleepers
     by_gid = {g.gid: g for g in snap.groups}
     for gid in snap.sleeping:

@@ -247,6 +247,10 @@ class Snapshot(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=Fals
     shares: SharesRecord | None = None
     # The user groups limits may name (limits_config.user_groups).
     user_groups: dict[str, list[str]] = {}
+    # Whether the next session provably commits nothing (PendingQueue.barren):
+    # it decides whether fragile sleepers wake. Older snapshots: False (they
+    # wake; the same categories, told in another order within the session).
+    barren: bool = False
 
 
 _encoder = msgspec.msgpack.Encoder()

@@ -75,7 +75,11 @@ async def run(events: list[InputEvent], core: SchedulerCore) -> list[Decision]:
     out: list[Decision] = []
     for event in events:
         if core.apply(event):
-            await core.run_session()
+            # A session the pending queue calls barren leaves fragile sleepers
+            # asleep, on the promise that it commits nothing: kept.
+            barren = core._pending.barren
+            end = await core.run_session()
+            assert not (barren and end.allocated), f"barren session {end.session} committed"
             check_invariants(core)
         out.extend(core.take_decisions())
     return out
@@ -285,3 +289,37 @@ async def test_a_fragile_group_that_failed_before_a_commit_is_tried_again() -> N
     assert core.last_session is not None
     assert core.last_session.attempts == 1
     assert core._pending.sleeping_groups == 1
+
+
+async def test_a_session_of_groups_that_failed_last_time_leaves_fragile_sleepers_asleep() -> None:
+    # Session 1: "first" commits; "wide" (its select reads free slots, as the
+    # session began) then fails and stays awake to be told again; "mem8" fails
+    # after the last commit and sleeps. Nothing changes: session 2 can commit
+    # nothing (wide failed on more capacity than is left), so mem8 stays asleep
+    # and only wide is tried (told nothing new: its category holds).
+    core = SchedulerCore()
+    wide = submit("wide", "select[slots>1] span[hosts=1]", 2)
+    mem8 = submit("mem8", "rusage[mem=8]")
+    events = [up("a", 2, resources={"mem": 4.0}), submit("first"), wide, mem8]
+    await run([*events, GO], core)
+    assert core._pending.barren
+    out = await run([GO], core)
+    assert core.last_session is not None
+    assert core.last_session.attempts == 1
+    assert core._pending.sleeping_groups == 2  # mem8, and now wide
+    assert [d for d in out if isinstance(d, JobPended)] == []
+    # A running job ends: it wakes them, and the next session may commit.
+    out = await run([JobFinished(job_id="first"), GO], core)
+    assert [d.job_id for d in out if isinstance(d, JobAllocated)] == ["wide"]
+
+
+async def test_capacity_freed_for_a_group_told_again_lets_the_next_session_commit() -> None:
+    # No sleeper to wake: only the release itself says wide may start now
+    # (run() checks that a session called barren commits nothing).
+    core = SchedulerCore()
+    wide = submit("wide", "select[slots>1] span[hosts=1]", 2)
+    await run([up("a", 2), submit("first"), wide, GO], core)
+    assert core._pending.barren
+    assert not core._pending.sleeping_groups
+    out = await run([JobFinished(job_id="first"), GO], core)
+    assert [d.job_id for d in out if isinstance(d, JobAllocated)] == ["wide"]

@@ -491,6 +491,7 @@ INVALID: list[tuple[str, int, str]] = [
     ("select[a] || select[b]", 10, "brace each alternative"),
     ("2*{select[a]} || {select[b]}", 14, "brace each alternative"),
     ("{select[a]}||select[b]", 13, "expected '{' to start an alternative"),
+    ("{select[a]} || {select[b]}@2", 26, "an alternative's delay, {...}@D, is not supported"),
     # -- select expressions (columns are in the whole string) ---------------------------------
     ("select[a &  b]", 9, "unexpected character '&'"),
     ("select[a@b]", 8, "unexpected character '@'"),

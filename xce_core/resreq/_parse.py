@@ -176,7 +176,13 @@ class _Parser(SectionParser):
             result, pos = self.primary(pos, None)
         pos = self.skip(pos)
         if pos < self.end:
-            hint = " (brace each alternative: {...} || {...})" if text[pos] == "|" else ""
+            hint = ""
+            if text[pos] == "|":
+                hint = " (brace each alternative: {...} || {...})"
+            elif text[pos] == "@" and isinstance(result, Alternative):
+                # LSF's {...} || {...}@D: an alternative tried only after the job
+                # pended D minutes. Refused by name rather than run early.
+                hint = " (an alternative's delay, {...}@D, is not supported)"
             self.fail(f"expected the end of the requirement, found {text[pos]!r}{hint}", pos)
         if self.end * _MAX_GROWTH > limits.max_length:
             # Guarantees that the canonical text parses back under the same limits.

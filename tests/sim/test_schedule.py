@@ -403,19 +403,23 @@ def test_schedule_columns_follow_each_outcome(outcomes: list[JobOutcome]) -> Non
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(_any_outcome, max_size=10))
-def test_parquet_hosts_follow_each_outcome(
+def test_parquet_rows_follow_each_outcome(
     tmp_path_factory: pytest.TempPathFactory, outcomes: list[JobOutcome]
 ) -> None:
-    # Arrow expands the runs of hosts (run-end decoding, a take of the names):
-    # jobs of no host, of scattered hosts, of several runs, rows without one
-    # between them; each row reads back as its job's hosts.
+    # Arrow computes the columns from the table's arrays (times null where a
+    # job did not start, slowdowns, unreplayed rows left out) and expands the
+    # runs of hosts (list views, run-end decoding, a take of the names): jobs
+    # of no host, of scattered hosts, of several runs, rows without one between
+    # them; each row reads back as schedule_columns gives it.
     pq = pytest.importorskip("pyarrow.parquet")
     path = tmp_path_factory.mktemp("parquet") / "s.parquet"
-    write_schedule(path, outcomes)
-    hosts = [
-        [(h["host"], h["slots"]) for h in row] for row in pq.read_table(path)["hosts"].to_pylist()
-    ]
-    assert hosts == schedule_columns(outcomes)["hosts"]
+    assert write_schedule(path, outcomes) == sum(o.status != "unreplayed" for o in outcomes)
+    table = pq.read_table(path)
+    assert tuple(table.column_names) == SCHEDULE_COLUMNS
+    rows = table.to_pylist()
+    for row in rows:
+        row["hosts"] = [(h["host"], h["slots"]) for h in row["hosts"]]
+    assert rows == as_rows(schedule_columns(outcomes))
 
 
 @given(

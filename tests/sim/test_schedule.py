@@ -586,3 +586,21 @@ async def test_a_recorded_time_series_is_written_as_the_computed_one(
     rows = write_timeseries(recorded, result.jobs, until)
     assert write_timeseries(computed, list(result.jobs), until) == rows > 10
     assert recorded.read_bytes() == computed.read_bytes()
+
+
+async def test_parquet_columns_read_back_with_their_types(tmp_path: Path) -> None:
+    # The arrow schema is not stored in the files (the host names are written
+    # from a dictionary array): each column's type comes back from Parquet's own.
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    result = await replay()
+    write_schedule(tmp_path / "s.parquet", result.jobs)
+    write_timeseries(tmp_path / "t.parquet", result.jobs)
+    text, ints, floats = pa.string(), pa.int64(), pa.float64()
+    hosts = pa.list_(pa.field("element", pa.struct([("host", text), ("slots", ints)])))
+    kinds = {"job_id": text, "user": text, "queue": text, "size": ints, "status": text}
+    kinds |= {name: floats for name in SCHEDULE_COLUMNS[5:13]}
+    kinds |= {"hosts": hosts, "reason": text, "detail": text}
+    assert pq.read_schema(tmp_path / "s.parquet") == pa.schema(kinds.items())
+    series = [(name, ints) for name in TIMESERIES_COLUMNS[1:]]
+    assert pq.read_schema(tmp_path / "t.parquet") == pa.schema([("time", floats), *series])

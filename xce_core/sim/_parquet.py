@@ -43,8 +43,11 @@ def check_parquet() -> None:
 def write_table(table: Any, out: IO[bytes]) -> None:
     """Write the arrow ``table`` to ``out`` as Parquet, as
     ``pyarrow.parquet.write_table`` does by default (one row group up to a
-    million rows). Raises ``OSError``."""
-    options = {"version": "2.6", "compression": "snappy"}
+    million rows) but for the arrow schema, not stored: the columns' types
+    (strings, int64, double, lists of structs) read back the same from
+    Parquet's own, and a dictionary-encoded column (the schedule's host names)
+    reads back as strings. Raises ``OSError``."""
+    options = {"version": "2.6", "compression": "snappy", "store_schema": False}
     try:
         # The writer of pyarrow's extension module, which pyarrow.parquet wraps:
         # importing pyarrow.parquet imports its file systems (S3, GCS, Azure,
@@ -177,7 +180,11 @@ def _hosts(pa: Any, a: OutcomeArrays) -> Any:
     number = _kernel("cumulative_sum", per_host(pa.repeat(one, len(ends))))
     shift = _kernel("subtract", _kernel("add", first, length), _kernel("add", ends, one))
     index = _kernel("add", number, per_host(shift))
-    host = _kernel("take", pa.array(a.host_names, pa.string()), index)
+    # The names by index, not taken into a string a host: Parquet encodes the
+    # column by a dictionary either way, so the writer need not hash 300,000
+    # names nor compare them for its statistics (about 0.1 G instructions on
+    # NASA, benchmarks/bench_outputs.py); it reads back as strings (write_table).
+    host = pa.DictionaryArray.from_arrays(index, pa.array(a.host_names, pa.string()))
     entries = pa.StructArray.from_arrays([host, per_host(slots)], names=["host", "slots"])
     # Row i ends where its last run does: the runs of rows 0..i in.
     zero = pa.array([0], i64)

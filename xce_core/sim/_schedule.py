@@ -622,19 +622,22 @@ def write_timeseries(
     written. Raises ``OSError``, or :class:`XceError` for Parquet without pyarrow."""
     if fmt is None:
         fmt = TIMESERIES_FORMATS.get(path.suffix.lower(), "csv")
-    recorded = (
-        _recorded(outcomes, until) if fmt == "csv" and isinstance(outcomes, OutcomeTable) else None
-    )
+    recorded = _recorded(outcomes, until) if isinstance(outcomes, OutcomeTable) else None
+    if fmt == "parquet":
+        if recorded is None:
+            columns = timeseries_columns(outcomes, until)
+            counts = zip(*(columns[name] for name in TIMESERIES_COLUMNS[1:]), strict=True)
+            recorded = columns["time"], list(counts)
+        # The replay's rows as they are (benchmarks/bench_outputs.py, as below).
+        arrow = timeseries_table(TIMESERIES_COLUMNS, *recorded)
+        with _replacing(path, "wb") as out:
+            write_table(arrow, out)
+        return len(recorded[0])
     if recorded is not None and (times := _whole(recorded[0])) is not None:
         # The replay's rows as they are, each behind its time: no columns built
         # and taken apart again (benchmarks/bench_outputs.py).
         _write_int_rows(path, TIMESERIES_COLUMNS, list(map(add, zip(times), recorded[1])))
         return len(times)
     columns = timeseries_columns(outcomes, until)
-    if fmt == "parquet":
-        arrow = timeseries_table(columns)
-        with _replacing(path, "wb") as out:
-            write_table(arrow, out)
-    else:
-        _write_csv(path, TIMESERIES_COLUMNS, columns)
+    _write_csv(path, TIMESERIES_COLUMNS, columns)
     return len(columns["time"])

@@ -403,19 +403,23 @@ def test_schedule_columns_follow_each_outcome(outcomes: list[JobOutcome]) -> Non
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(_any_outcome, max_size=10))
-def test_parquet_hosts_follow_each_outcome(
+def test_parquet_rows_follow_each_outcome(
     tmp_path_factory: pytest.TempPathFactory, outcomes: list[JobOutcome]
 ) -> None:
-    # Arrow expands the runs of hosts (run-end decoding, a take of the names):
-    # jobs of no host, of scattered hosts, of several runs, rows without one
-    # between them; each row reads back as its job's hosts.
+    # Arrow computes the columns from the table's arrays (times null where a
+    # job did not start, slowdowns, unreplayed rows left out) and expands the
+    # runs of hosts (list views, run-end decoding, a take of the names): jobs
+    # of no host, of scattered hosts, of several runs, rows without one between
+    # them; each row reads back as schedule_columns gives it.
     pq = pytest.importorskip("pyarrow.parquet")
     path = tmp_path_factory.mktemp("parquet") / "s.parquet"
-    write_schedule(path, outcomes)
-    hosts = [
-        [(h["host"], h["slots"]) for h in row] for row in pq.read_table(path)["hosts"].to_pylist()
-    ]
-    assert hosts == schedule_columns(outcomes)["hosts"]
+    assert write_schedule(path, outcomes) == sum(o.status != "unreplayed" for o in outcomes)
+    table = pq.read_table(path)
+    assert tuple(table.column_names) == SCHEDULE_COLUMNS
+    rows = table.to_pylist()
+    for row in rows:
+        row["hosts"] = [(h["host"], h["slots"]) for h in row["hosts"]]
+    assert rows == as_rows(schedule_columns(outcomes))
 
 
 @given(
@@ -582,3 +586,21 @@ async def test_a_recorded_time_series_is_written_as_the_computed_one(
     rows = write_timeseries(recorded, result.jobs, until)
     assert write_timeseries(computed, list(result.jobs), until) == rows > 10
     assert recorded.read_bytes() == computed.read_bytes()
+
+
+async def test_parquet_columns_read_back_with_their_types(tmp_path: Path) -> None:
+    # The arrow schema is not stored in the files (the host names are written
+    # from a dictionary array): each column's type comes back from Parquet's own.
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    result = await replay()
+    write_schedule(tmp_path / "s.parquet", result.jobs)
+    write_timeseries(tmp_path / "t.parquet", result.jobs)
+    text, ints, floats = pa.string(), pa.int64(), pa.float64()
+    hosts = pa.list_(pa.field("element", pa.struct([("host", text), ("slots", ints)])))
+    kinds = {"job_id": text, "user": text, "queue": text, "size": ints, "status": text}
+    kinds |= {name: floats for name in SCHEDULE_COLUMNS[5:13]}
+    kinds |= {"hosts": hosts, "reason": text, "detail": text}
+    assert pq.read_schema(tmp_path / "s.parquet") == pa.schema(kinds.items())
+    series = [(name, ints) for name in TIMESERIES_COLUMNS[1:]]
+    assert pq.read_schema(tmp_path / "t.parquet") == pa.schema([("time", floats), *series])

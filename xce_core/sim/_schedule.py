@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import importlib
 import itertools
 import os
 import re
@@ -50,8 +49,8 @@ from typing import IO, Any, Final, Literal, TypeVar
 import msgspec
 
 from events import HostSlots
-from xce_core import XceError
-from xce_core.sim._outcomes import STATUS_NAMES, JobOutcome, OutcomeTable
+from xce_core.sim._outcomes import STATUS_NAMES, JobOutcome, OutcomeArrays, OutcomeTable
+from xce_core.sim._parquet import check_parquet, schedule_table, timeseries_table, write_table
 from xce_core.sim._report import BOUNDED_SLOWDOWN_TAU
 
 __all__ = [
@@ -117,22 +116,6 @@ def output_format(path: Path, formats: dict[str, OutputFormat]) -> OutputFormat:
         suffix = f"suffix {path.suffix!r}" if path.suffix else "no suffix"
         raise ValueError(f"{path}: {suffix}: the format is chosen by the suffix ({known})")
     return found
-
-
-def _pyarrow() -> tuple[Any, Any]:
-    """pyarrow and pyarrow.parquet; :class:`XceError` saying how to install them."""
-    try:
-        # Imported by name: an optional extra, without type stubs here.
-        return importlib.import_module("pyarrow"), importlib.import_module("pyarrow.parquet")
-    except ImportError:
-        raise XceError(
-            "Parquet output needs pyarrow: pip install 'xce[parquet]' (or pip install pyarrow)"
-        ) from None
-
-
-def check_parquet() -> None:
-    """Raise :class:`XceError` (saying how to install it) unless pyarrow imports."""
-    _pyarrow()
 
 
 # --------------------------------------------------------------------------- schedule
@@ -212,16 +195,15 @@ def _columns(table: OutcomeTable) -> tuple[dict[str, list[Any]], _RowHosts]:
     """The schedule's columns but ``hosts``; where each row's job ran."""
     a = table.arrays()
     status = a.status
-    if _UNREPLAYED in status:  # a replay stopped early: the replayed rows only
-        rows: Sequence[int] = [i for i, s in enumerate(status) if s != _UNREPLAYED]
-
-        def pick(column: Sequence[_T]) -> list[_T]:
-            return [column[i] for i in rows]
-    else:
-        rows = range(len(status))
+    rows = _replayed(a)
+    if isinstance(rows, range):
 
         def pick(column: Sequence[_T]) -> list[_T]:
             return list(column)
+    else:  # a replay stopped early: the replayed rows only
+
+        def pick(column: Sequence[_T]) -> list[_T]:
+            return [column[i] for i in rows]
 
     # Column by column, with C loops (map, compress) over the started jobs'
     # values, spread back to their rows: a few times faster than row by row
@@ -242,22 +224,7 @@ def _columns(table: OutcomeTable) -> tuple[dict[str, list[Any]], _RowHosts]:
         b if b > 1.0 else 1.0
         for b in map(truediv, go_turnaround, [tau if tau > r else r for r in go_run])
     ]
-    reason: list[str | None] = []
-    detail: list[str | None] = []
-    if not all(started):
-        for i in rows:
-            s = status[i]
-            if s == _STARTED:
-                kind = why = ""
-            elif s == _REJECTED:
-                kind, why = _split_reason(a.reasons.get(i, ""))
-            else:
-                default = a.never_reason if s == _NEVER_STARTED else ""
-                kind, why = a.reasons.get(i, default), a.details.get(i, "")
-            reason.append(kind or None)
-            detail.append(why or None)
-    else:
-        reason, detail = [None] * len(rows), [None] * len(rows)
+    reason, detail = _reasons(a, rows)
     columns: dict[str, list[Any]] = {
         "job_id": pick(a.ids),
         "user": pick(a.users),
@@ -279,6 +246,36 @@ def _columns(table: OutcomeTable) -> tuple[dict[str, list[Any]], _RowHosts]:
     runs = list(zip(a.run_host, a.run_length, a.run_slots, strict=True))
     hosts = _RowHosts(pick(a.run_first), pick(a.run_count), runs, a.host_names)
     return columns, hosts
+
+
+def _replayed(a: OutcomeArrays) -> Sequence[int]:
+    """The rows of the schedule of ``a``: every job's but a stopped replay's
+    unreplayed jobs."""
+    status = a.status
+    if _UNREPLAYED in status:
+        return [i for i, s in enumerate(status) if s != _UNREPLAYED]
+    return range(len(status))
+
+
+def _reasons(a: OutcomeArrays, rows: Sequence[int]) -> tuple[list[str | None], list[str | None]]:
+    """The ``reason`` and ``detail`` columns of ``rows``."""
+    status = a.status
+    if status.count(_STARTED) == len(status):
+        return [None] * len(rows), [None] * len(rows)
+    reason: list[str | None] = []
+    detail: list[str | None] = []
+    for i in rows:
+        s = status[i]
+        if s == _STARTED:
+            kind = why = ""
+        elif s == _REJECTED:
+            kind, why = _split_reason(a.reasons.get(i, ""))
+        else:
+            default = a.never_reason if s == _NEVER_STARTED else ""
+            kind, why = a.reasons.get(i, default), a.details.get(i, "")
+        reason.append(kind or None)
+        detail.append(why or None)
+    return reason, detail
 
 
 def _hosts_text(hosts: _RowHosts) -> list[str]:
@@ -363,10 +360,16 @@ def write_schedule(
     :class:`XceError` for Parquet without pyarrow."""
     if fmt is None:
         fmt = SCHEDULE_FORMATS.get(path.suffix.lower(), "jsonl")
-    columns, hosts = _columns(as_table(outcomes))
+    table = as_table(outcomes)
     if fmt == "parquet":
-        _write_parquet(path, _schedule_arrow(columns, hosts))
-    elif fmt == "csv":
+        a = table.arrays()
+        replayed = _replayed(a)
+        arrow = schedule_table(a, *_reasons(a, replayed))
+        with _replacing(path, "wb") as out:
+            write_table(arrow, out)
+        return len(replayed)
+    columns, hosts = _columns(table)
+    if fmt == "csv":
         columns["hosts"] = _hosts_text(hosts)
         _write_csv(path, SCHEDULE_COLUMNS, columns)
     else:
@@ -527,82 +530,6 @@ def _int_row_texts(columns: list[list[int]]) -> list[str]:
 _ENCODE: Final = msgspec.json.Encoder().encode
 
 
-def _arrow_kernel(name: str, *args: Any) -> Any:
-    """Arrow's compute function ``name`` on ``args``. Called by name through
-    pyarrow's extension module: importing ``pyarrow.compute`` builds a Python
-    wrapper for every function, 0.19 G instructions, as much as the hosts
-    column it saves on the NASA schedule (benchmarks/bench_outputs.py)."""
-    try:
-        compute = importlib.import_module("pyarrow._compute")
-    except ImportError:  # another layout: the public module
-        compute = importlib.import_module("pyarrow.compute")
-    return compute.call_function(name, list(args))
-
-
-def _host_entries(pa: Any, hosts: _RowHosts) -> tuple[list[int], Any]:
-    """Parquet: the offsets of each row's hosts, and every row's ``{host, slots}``
-    structs end to end. Arrow expands the runs (run-end decoding): converting a
-    name and a slot count a host from Python objects was half the cost of
-    writing the NASA schedule (300,000 hosts, benchmarks/bench_outputs.py)."""
-    runs = [run for job in hosts.rows() for run in job]
-    if not runs:
-        empty = [pa.array([], pa.string()), pa.array([], pa.int64())]
-        return [0] * (len(hosts.count) + 1), pa.StructArray.from_arrays(
-            empty, names=["host", "slots"]
-        )
-    starts, lengths, slots = zip(*runs, strict=True)
-    ends = list(accumulate(lengths))  # each run's end among all the hosts
-    run_ends = pa.array(ends, pa.int64())
-
-    def per_host(values: Sequence[int]) -> Any:
-        """One value a run, repeated for each of its hosts."""
-        encoded = pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(values, pa.int64()))
-        return _arrow_kernel("run_end_decode", encoded)
-
-    # A host's index in the names: its run's first host, plus how far into the
-    # run it is (its number among all the hosts, 1, 2..., less the run's end
-    # and plus its length, less one).
-    number = _arrow_kernel("cumulative_sum", per_host([1] * len(ends)))
-    shift = [s + n - e - 1 for s, n, e in zip(starts, lengths, ends, strict=True)]
-    index = _arrow_kernel("add", number, per_host(shift))
-    host = _arrow_kernel("take", pa.array(hosts.names, pa.string()), index)
-    entries = pa.StructArray.from_arrays([host, per_host(slots)], names=["host", "slots"])
-    # Row i ends where its last run does: run_count[0..i] runs in.
-    after = [0, *ends]
-    return [0, *map(after.__getitem__, accumulate(hosts.count))], entries
-
-
-def _schedule_arrow(columns: dict[str, list[Any]], hosts: _RowHosts) -> Any:
-    pa, _ = _pyarrow()
-    offsets, entries = _host_entries(pa, hosts)
-    arrays = {name: columns[name] for name in SCHEDULE_COLUMNS if name != "hosts"}
-    types = {"size": pa.int64(), "job_id": pa.string(), "user": pa.string()}
-    fields = []
-    data = []
-    for name in SCHEDULE_COLUMNS:
-        if name == "hosts":
-            array = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries)
-        else:
-            kind = types.get(name)
-            if kind is None:
-                kind = pa.float64() if name in _FLOAT_COLUMNS else pa.string()
-            array = pa.array(arrays[name], kind)
-        fields.append(pa.field(name, array.type))
-        data.append(array)
-    return pa.Table.from_arrays(data, schema=pa.schema(fields))
-
-
-_FLOAT_COLUMNS: Final = frozenset(
-    ("submit", "start", "end", "wait", "run", "turnaround", "slowdown", "bounded_slowdown")
-)
-
-
-def _write_parquet(path: Path, table: Any) -> None:
-    _, pq = _pyarrow()
-    with _replacing(path, "wb") as out:
-        pq.write_table(table, out)
-
-
 # --------------------------------------------------------------------------- time series
 
 
@@ -695,23 +622,22 @@ def write_timeseries(
     written. Raises ``OSError``, or :class:`XceError` for Parquet without pyarrow."""
     if fmt is None:
         fmt = TIMESERIES_FORMATS.get(path.suffix.lower(), "csv")
-    recorded = (
-        _recorded(outcomes, until) if fmt == "csv" and isinstance(outcomes, OutcomeTable) else None
-    )
+    recorded = _recorded(outcomes, until) if isinstance(outcomes, OutcomeTable) else None
+    if fmt == "parquet":
+        if recorded is None:
+            columns = timeseries_columns(outcomes, until)
+            counts = zip(*(columns[name] for name in TIMESERIES_COLUMNS[1:]), strict=True)
+            recorded = columns["time"], list(counts)
+        # The replay's rows as they are (benchmarks/bench_outputs.py, as below).
+        arrow = timeseries_table(TIMESERIES_COLUMNS, *recorded)
+        with _replacing(path, "wb") as out:
+            write_table(arrow, out)
+        return len(recorded[0])
     if recorded is not None and (times := _whole(recorded[0])) is not None:
         # The replay's rows as they are, each behind its time: no columns built
         # and taken apart again (benchmarks/bench_outputs.py).
         _write_int_rows(path, TIMESERIES_COLUMNS, list(map(add, zip(times), recorded[1])))
         return len(times)
     columns = timeseries_columns(outcomes, until)
-    if fmt == "parquet":
-        pa, _ = _pyarrow()
-        types = [pa.float64()] + [pa.int64()] * (len(TIMESERIES_COLUMNS) - 1)
-        schema = pa.schema(
-            [pa.field(n, t) for n, t in zip(TIMESERIES_COLUMNS, types, strict=True)]
-        )
-        data = [pa.array(columns[n], t) for n, t in zip(TIMESERIES_COLUMNS, types, strict=True)]
-        _write_parquet(path, pa.Table.from_arrays(data, schema=schema))
-    else:
-        _write_csv(path, TIMESERIES_COLUMNS, columns)
+    _write_csv(path, TIMESERIES_COLUMNS, columns)
     return len(columns["time"])

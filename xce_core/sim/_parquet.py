@@ -55,7 +55,7 @@ def write_table(table: Any, out: IO[bytes]) -> None:
         opened = importlib.import_module("pyarrow._parquet").ParquetWriter(
             out, table.schema, writer_engine_version="V2", **options
         )
-    except (ImportError, AttributeError):  # another layout: the public module
+    except (ImportError, AttributeError, TypeError):  # another layout: the public one
         opened = importlib.import_module("pyarrow.parquet").ParquetWriter(
             out, table.schema, **options
         )

@@ -141,6 +141,7 @@ async def throughput(url: str, server_pid: int, scale: float, profile: str | Non
                 break
             await asyncio.sleep(0.05)
         ingested = time.perf_counter()
+        xce_ingest_cpu = cpu_seconds(process.pid) - xce_cpu
         while True:
             count, last = await last_decision(js, "XCE_DECISIONS")
             if last is not None and last["type"] == "session_end":
@@ -165,7 +166,10 @@ async def throughput(url: str, server_pid: int, scale: float, profile: str | Non
         f"({done - started:.2f} s from the service starting on the backlog to the last "
         "decision stored)"
     )
-    print(f"cpu                   xce {xce_cpu:.2f} s, nats-server {server_cpu:.2f} s")
+    print(
+        f"cpu                   xce {xce_cpu:.2f} s (ingest {xce_ingest_cpu:.2f} s, "
+        f"session {xce_cpu - xce_ingest_cpu:.2f} s), nats-server {server_cpu:.2f} s"
+    )
 
 
 async def failover(url: str, ttl: float) -> float:

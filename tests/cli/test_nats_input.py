@@ -10,12 +10,14 @@ from msgspec.structs import replace
 
 pytest.importorskip("nats")
 import nats
+from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js.api import StreamConfig
 
 from events import BadEvent
 from tests.cli.nats_server import NatsServer
-from xce_core.cli import _nats_input
+from xce_core.cli import _nats_deliveries, _nats_input
 from xce_core.cli._nats_input import InputFetcher, InputMessage, PayloadDecoder
 from xce_core.cli._nats_streams import NatsOptions
 
@@ -110,3 +112,54 @@ def test_a_batch_decodes_as_its_payloads_one_by_one() -> None:
             replace(item, index=i) if isinstance(item, BadEvent) else item
             for i, item in enumerate(alone)
         ]
+
+
+def msg_frame(sid: int, seq: int, payload: bytes) -> bytes:
+    reply = raw(seq)[0]
+    return b"MSG in.t %d %s %d\r\n%s\r\n" % (sid, reply, len(payload), payload)
+
+
+@pytest.mark.parametrize("cut", [1, 7, 64, 1 << 20])
+async def test_the_parser_fast_path_delivers_what_the_client_would(cut: int) -> None:
+    nc = Client()
+    sub = Subscription(nc, 2, "_INBOX.x", pending_msgs_limit=0, pending_bytes_limit=0)
+    nc._subs[2] = sub
+    arrived: list[_nats_deliveries.Arrival] = []
+    undo = _nats_deliveries.intercept_deliveries(nc, sub, arrived, lambda: None)
+    assert undo is not None
+    assert "parse" in nc._ps.__dict__
+    payloads = [b'{"a":1}\n', b"two\r\nlines\r\n", b"", b"MSG in.t 2 x 3\r\n", b"x" * 300]
+    head = b"NATS/1.0 408 Request Timeout\r\n\r\n"
+    status = b"HMSG _INBOX.x 2 %d %d\r\n%s\r\n" % (len(head), len(head), head)
+    other = b"MSG out.t 3 r 2\r\nok\r\n"
+    stream = b"".join(msg_frame(2, i, p) for i, p in enumerate(payloads, 1))
+    stream += b"+OK\r\n" + other + status + msg_frame(2, 9, b"last\n")
+    for at in range(0, len(stream), cut):
+        await nc._ps.parse(stream[at : at + cut])
+    assert nc._ps.buf == b""
+    plain = [a for a in arrived if isinstance(a, tuple)]
+    assert plain == [raw(i, p) for i, p in enumerate(payloads, 1)] + [raw(9, b"last\n")]
+    assert [a.headers for a in arrived if isinstance(a, Msg)] == [
+        {"Status": "408", "Description": "Request Timeout"}
+    ]
+    assert isinstance(arrived[5], Msg)  # in its place, before the last message
+    assert nc.stats["in_msgs"] == 8  # the client counts the other two
+    undo()
+    assert "parse" not in nc._ps.__dict__
+
+
+def test_a_batch_is_taken_at_once_as_one_by_one() -> None:
+    batches = [
+        [raw(10), raw(11), raw(12)],  # at once
+        [raw(10), raw(12)],  # a gap
+        [raw(9), raw(10)],  # a redelivery
+        [raw(10), delivered(11)],  # a Msg
+        [raw(10), (b"$JS.ACK.dom.hash.IN.d.1.11.11.11000000000.0.tok", b"{}")],  # long form
+    ]
+    for arrivals in batches:
+        at_once, one_by_one = fetcher_at(10), fetcher_at(10)
+        taken = at_once._take(arrivals)
+        expected = [one_by_one._take([a]) for a in arrivals if not one_by_one._reopen]
+        assert taken == [m for ms in expected for m in ms]
+        assert (at_once.next_seq, at_once._reopen) == (one_by_one.next_seq, one_by_one._reopen)
+    assert fetcher_at(10)._take_plain(batches[0]) is not None

@@ -290,10 +290,13 @@ class PendingQueue:
                     self._sleepers.sleep(group, reason, selects)
                     continue
             if group.live:
-                # Its members that started are dropped now, while the session
-                # has them at hand, not cold as the next one starts (B12 of
-                # benchmarks/bench_fairshare.py: under limits nothing sleeps).
-                group.begin()
+                if complete:
+                    # Its members that started are dropped now, while the
+                    # session has them at hand, not cold as the next one starts
+                    # (B12 of benchmarks/bench_fairshare.py: under limits
+                    # nothing sleeps). Not after a cancellation, which must
+                    # stop at once (B7 of benchmarks/bench_alloc.py).
+                    group.begin()
                 self._order.requeue(group)
             else:
                 self._forget(group)

@@ -265,9 +265,17 @@ class PendingQueue:
             reason = failed.get(group.fingerprint) if group.live else None
             if group.live and reason is None:
                 barren = False  # covered only part of the way: it may start
+            if group.live and complete:
+                # Its members that started are dropped now, while the session
+                # has them at hand, not cold as the next one starts (B12 of
+                # benchmarks/bench_fairshare.py: under limits nothing sleeps).
+                # Not after a cancellation, which must stop at once (B7 of
+                # benchmarks/bench_alloc.py); only a complete session has
+                # failed groups.
+                group.begin()
             if reason is not None:
-                group.begin()  # drop what this session started, while it is fresh
-                selects = watch(group.jobs[group.head].resreq, consumables)
+                head = group.jobs[group.head].resreq
+                selects = watch(head, consumables)
                 # A fragile group's category depends on how full its hosts
                 # are: it sleeps only when its reason was worked out on the
                 # capacity the session ends with, that is after the session's
@@ -277,7 +285,6 @@ class PendingQueue:
                 # group sleeps only after a session that committed nothing. So
                 # does one whose select reads free amounts: it read them as the
                 # session began, before any of its commits.
-                head = group.jobs[group.head].resreq
                 if (
                     selects is not None
                     or commits == 0
@@ -290,13 +297,6 @@ class PendingQueue:
                     self._sleepers.sleep(group, reason, selects)
                     continue
             if group.live:
-                if complete:
-                    # Its members that started are dropped now, while the
-                    # session has them at hand, not cold as the next one starts
-                    # (B12 of benchmarks/bench_fairshare.py: under limits
-                    # nothing sleeps). Not after a cancellation, which must
-                    # stop at once (B7 of benchmarks/bench_alloc.py).
-                    group.begin()
                 self._order.requeue(group)
             else:
                 self._forget(group)

@@ -1,19 +1,35 @@
-"""The pending jobs of one shape in one fairshare queue (:class:`FairGroup`).
+"""Fairshare's pending jobs: by shape for feasibility, by account for order.
 
 Under fairshare the order is by share account first (:mod:`xce_core._fairshare`),
-but feasibility is by shape: a :class:`FairGroup` is one group of the policy
-order, of the unsatisfiable cache and of the sleepers (like any
-:class:`~xce_core._model.JobGroup`: a shape that fails fails for every account
-at once, at the cost of one group), whose members are taken account by
-account. Each account's members form an :class:`AccountRun` (first come first
-served within it); the runs sit in the group's own heap by their account's
-path key spliced into their first member's key, and the group sits in the
-policy order by its first run's key.
+but feasibility is by shape. So each pending job of a fairshare queue is in
+two places:
+
+- its :class:`FairGroup`, the jobs of one shape in one queue: a group of the
+  unsatisfiable cache and of the sleepers like any
+  :class:`~xce_core._model.JobGroup` (a shape that fails fails for every
+  account at once, at the cost of one group);
+- its account's :class:`Lane` in that queue, the order entry: one per
+  account and queue, keyed by the account's path key spliced into the key of
+  its first pending job (first come first served within an account, across
+  shapes).
+
+They meet in :class:`AccountRun`, one account's members of one group: a lane
+holds its runs in a heap by each run's first member, and a group holds its
+runs by account. Charging an account moves one entry, its lane, not one in
+every group it has jobs in (benchmark B12 of benchmarks/bench_fairshare.py:
+each start re-keyed about 17 runs when groups were ordered by account).
 
 Keys only grow within a session (a start lowers its account's priority), so a
-run's entry and the group's entry may be too small, never too large: they are
-keyed again when they surface (:meth:`FairGroup.first_key`). Between sessions
-an account whose priority rose has its runs pushed again (:meth:`FairGroup.lift`).
+lane's entry may hold a key too small, never too large: the merge
+(:meth:`xce_core._order.PolicyOrder.merge`) keys a lane again when it
+surfaces. Whatever can make a lane's key smaller pushes it again
+(:meth:`Lanes.touch`): a job joining it, a run rewound after a session, a
+group waking, an account whose priority rose.
+
+A lane may hold runs of groups that sleep or that failed this session: the
+merge drops them from the lane when they surface, into their group's ``out``,
+and the group puts them back as it is rewound (:meth:`FairGroup.begin`: after
+the session, or as it wakes).
 """
 
 from __future__ import annotations
@@ -28,7 +44,7 @@ from xce_core._model import PENDING, GroupHome, Job, JobGroup
 if TYPE_CHECKING:
     from xce_core._fairshare import ShareNode
 
-__all__ = ["AccountRun", "FairGroup", "account_key"]
+__all__ = ["AccountRun", "FairGroup", "Lane", "Lanes", "account_key"]
 
 
 def account_key(account: ShareNode, key: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -40,63 +56,34 @@ def account_key(account: ShareNode, key: tuple[Any, ...]) -> tuple[Any, ...]:
 class AccountRun:
     """One account's members of a :class:`FairGroup`, first come first served:
     ``jobs[head:]`` holds every pending one (dead entries are dropped now and
-    then), ``jobs[pos:]`` those not taken this session. ``ticket`` names its
-    valid entry in the group's heap; ``touched``: taken from this session."""
+    then), ``jobs[pos:]`` those not taken this session. In its lane's heap by
+    its first member not taken (``keyed``) while ``inlane``; ``ticket`` names
+    that entry. ``touched``: taken from this session."""
 
     __slots__ = (
         "account",
+        "group",
         "head",
+        "inlane",
         "jobs",
-        "key",
         "keyed",
+        "lane",
         "pos",
-        "priority",
-        "rid",
         "ticket",
         "touched",
     )
 
-    def __init__(self, account: ShareNode, rid: int) -> None:
+    def __init__(self, account: ShareNode, group: FairGroup, lane: Lane) -> None:
         self.account = account
-        self.rid = rid
+        self.group = group
+        self.lane = lane
         self.jobs: list[Job] = []
         self.head = 0
         self.pos = 0
         self.ticket = 0
         self.touched = False
-        # The key of its valid entry, the member and the account priority it
-        # was computed from (unchanged both: the key stands; benchmark B12 of
-        # benchmarks/bench_fairshare.py).
-        self.key: tuple[Any, ...] = ()
+        self.inlane = False
         self.keyed: Job | None = None
-        self.priority = 0.0
-
-    def entry(self) -> tuple[Any, ...] | None:
-        """Its heap entry, ``(*key, rid, ticket, self)``, by its :meth:`first`
-        member, or ``None`` when every member is taken. The key is computed
-        again only when that member or its flat account's priority changed; a
-        flat account's path key is built inline (:func:`account_key`,
-        ``ShareNode.path_key``): a run is entered again at every take, charge
-        and rise (benchmarks B11 and B12 of benchmarks/bench_fairshare.py)."""
-        jobs = self.jobs
-        pos = self.pos
-        if pos < len(jobs) and jobs[pos].state is PENDING:
-            job = jobs[pos]  # first() without its call, the usual case
-        else:
-            first = self.first()
-            if first is None:
-                return None
-            job = first
-        account = self.account
-        if account.depth != 1:
-            self.key = account_key(account, job.key)
-            self.keyed = job
-        elif job is not self.keyed or account.priority != self.priority:
-            key = job.key
-            self.priority = priority = account.priority
-            self.key = (key[0], key[1], -priority, 0, *key[2:])
-            self.keyed = job
-        return (*self.key, self.rid, self.ticket, self)
 
     def first(self) -> Job | None:
         """The first member not taken this session (dead entries skipped)."""
@@ -123,26 +110,175 @@ class AccountRun:
         return f"AccountRun({self.account.name!r}, jobs={len(self.jobs)})"
 
 
+class Lane:
+    """One account's pending jobs in one fairshare queue, across shapes: its
+    runs in ``heap`` by their first member (``(*job.key, gid, ticket, run)``).
+    In the policy order by ``key`` (the account's path key spliced into its
+    first run's first member's key) while ``queued``; ``ticket`` names that
+    entry, ``lid`` (negative: never a group id) tells lanes apart.
+    ``computed`` the key last worked out, from the member's key ``keyed`` and
+    the flat account priority ``priority`` (unchanged both: it stands; a
+    member keyed again, as its queue changed, has a new key).
+    ``checked``: the merge's mark when it last found ``key`` valid."""
+
+    __slots__ = (
+        "account",
+        "checked",
+        "computed",
+        "heap",
+        "key",
+        "keyed",
+        "lid",
+        "priority",
+        "queued",
+        "ticket",
+    )
+
+    def __init__(self, account: ShareNode, lid: int) -> None:
+        self.account = account
+        self.lid = lid
+        self.heap: list[tuple[Any, ...]] = []
+        self.key: tuple[Any, ...] = ()
+        self.computed: tuple[Any, ...] = ()
+        self.keyed: tuple[Any, ...] | None = None
+        self.priority = 0.0
+        self.queued = False
+        self.ticket = 0
+        self.checked: object = None
+
+    def push(self, run: AccountRun) -> None:
+        """(Re)enter ``run`` by its first member not taken (none: it leaves)."""
+        run.ticket += 1
+        job = run.first()
+        if job is None:
+            run.inlane = False
+            return
+        run.keyed = job
+        run.inlane = True
+        heapq.heappush(self.heap, (*job.key, run.group.gid, run.ticket, run))
+
+    def first_run(self) -> AccountRun | None:
+        """The run with the first member not taken, its entry keyed afresh if
+        that member changed (runs with none left leave the heap)."""
+        heap = self.heap
+        while heap:
+            entry = heap[0]
+            run: AccountRun = entry[-1]
+            if entry[-2] != run.ticket:
+                heapq.heappop(heap)  # stale: pushed again since
+                continue
+            keyed = run.keyed
+            jobs = run.jobs
+            pos = run.pos
+            if pos < len(jobs) and jobs[pos] is keyed and keyed.state is PENDING:
+                return run
+            job = run.first()
+            if job is None:
+                heapq.heappop(heap)
+                run.inlane = False
+                continue
+            run.keyed = job
+            heapq.heapreplace(heap, (*job.key, run.group.gid, run.ticket, run))
+        return None
+
+    def drop_first(self) -> AccountRun:
+        """Take the run :meth:`first_run` gave out of the heap (its group sleeps
+        or failed this session): its group puts it back (``out``)."""
+        run: AccountRun = heapq.heappop(self.heap)[-1]
+        run.inlane = False
+        run.group.out.append(run)
+        return run
+
+    def key_of(self, run: AccountRun) -> tuple[Any, ...]:
+        """The lane's key with ``run`` (from :meth:`first_run`) first; a flat
+        account's path key built inline, and not at all when neither the
+        member nor the priority changed (a lane is keyed at every take,
+        charge and rise: benchmarks B11 and B12 of
+        benchmarks/bench_fairshare.py)."""
+        account = self.account
+        job = run.keyed
+        assert job is not None
+        if account.depth != 1:
+            return account_key(account, job.key)
+        priority = account.priority
+        key = job.key
+        if key is not self.keyed or priority != self.priority:
+            self.priority = priority
+            self.keyed = key
+            self.computed = (key[0], key[1], -priority, 0, *key[2:])
+        return self.computed
+
+    def __repr__(self) -> str:
+        return f"Lane({self.account.name!r}, runs={len(self.heap)})"
+
+
+class Lanes:
+    """Every lane's entry in the policy order (``heap``: ``(*key, lid, ticket,
+    lane)``), shared by the fair groups (which push what they rewind) and the
+    order (which merges it with the plain groups' heap)."""
+
+    __slots__ = ("_made", "heap")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[Any, ...]] = []
+        self._made = 0
+
+    def lane(self, account: ShareNode, queue: str) -> Lane:
+        """``account``'s lane in fairshare queue ``queue`` (made if new)."""
+        lane = account.lanes.get(queue)
+        if lane is None:
+            self._made += 1
+            lane = account.lanes[queue] = Lane(account, -self._made)
+        return lane
+
+    def touch(self, lane: Lane) -> None:
+        """``lane``'s key may be smaller now: enter it again if so (or if it is
+        out of the order and has a run)."""
+        run = lane.first_run()
+        if run is None:
+            return
+        key = lane.key_of(run)
+        if lane.queued and not key < lane.key:
+            return
+        lane.key = key
+        lane.queued = True
+        lane.ticket += 1
+        heapq.heappush(self.heap, (*key, lane.lid, lane.ticket, lane))
+
+    def clear(self) -> None:
+        """Empty the order's side (a rebuild enters every lane again)."""
+        for entry in self.heap:
+            entry[-1].queued = False
+        self.heap = []
+
+
 class FairGroup(JobGroup):
     """Pending jobs of one shape and one fairshare queue, of every account (see
     the module docstring). ``jobs`` holds every member first come first served,
     as a :class:`JobGroup`'s (what settling, sleeping and snapshots read);
-    ``runs`` by account id, ``heap`` their entries; ``taken`` the members taken
-    this session, ``touched`` the runs they came from; ``held`` the entries of
-    runs taken from since the merge last handed its batch over (out of
-    ``heap`` until :meth:`release`), by the key they had when taken;
-    ``checked``: the merge's mark when it last found ``key`` valid."""
+    ``runs`` by account id; ``lanes`` the order's lanes. Within a session:
+    ``taken`` the members taken, ``touched`` the runs they came from, ``out``
+    runs dropped from their lanes (see :meth:`Lane.drop_first`), ``left`` the
+    pending members not taken, ``done`` the session that settled it whole or
+    took its last member."""
 
-    __slots__ = ("checked", "heap", "held", "runs", "taken", "touched")
+    __slots__ = ("done", "lanes", "left", "out", "runs", "taken", "touched")
 
-    def __init__(self, fingerprint: int, gid: int, home: GroupHome) -> None:
+    def __init__(self, fingerprint: int, gid: int, home: GroupHome, lanes: Lanes) -> None:
         super().__init__(fingerprint, gid, home)
+        self.lanes = lanes
         self.runs: dict[int, AccountRun] = {}
-        self.heap: list[tuple[Any, ...]] = []
-        self.held: list[tuple[Any, ...]] = []
         self.taken: list[Job] = []
         self.touched: list[AccountRun] = []
-        self.checked: object = None
+        self.out: list[AccountRun] = []
+        self.left = 0
+        self.done = 0
+
+    @property
+    def queue_name(self) -> str:
+        home = self.home
+        assert isinstance(home, tuple)
+        return home[1]
 
     # ------------------------------------------------------------ members
 
@@ -150,8 +286,8 @@ class FairGroup(JobGroup):
         """Add pending ``job`` of ``account`` (after :meth:`insert`)."""
         run = self.runs.get(account.uid)
         if run is None:
-            run = self.runs[account.uid] = AccountRun(account, len(self.runs) + 1)
-            account.groups.add(self)
+            lane = self.lanes.lane(account, self.queue_name)
+            run = self.runs[account.uid] = AccountRun(account, self, lane)
         jobs = run.jobs
         if not jobs or jobs[-1].key <= job.key:
             jobs.append(job)
@@ -163,63 +299,40 @@ class FairGroup(JobGroup):
                 # Before what the session has not taken yet: a rewind sees it.
                 run.head = min(run.head, at)
                 run.pos = at
-        if at <= run.pos or run.first() is job:
-            self._push(run)
-
-    def _push(self, run: AccountRun) -> None:
-        """(Re)enter ``run`` by its first member not taken (none: it leaves)."""
-        run.ticket += 1
-        entry = run.entry()
-        if entry is not None:
-            heapq.heappush(self.heap, entry)
-
-    def lift(self, accounts: Iterable[ShareNode]) -> None:
-        """These accounts' priority rose (between sessions): their runs move up,
-        in the order given."""
-        runs = self.runs
-        heap = self.heap
-        for account in accounts:
-            run = runs.get(account.uid)
-            if run is not None:
-                # _push without its call (benchmark B12 of
-                # benchmarks/bench_fairshare.py lifts about 6,000 runs).
-                run.ticket += 1
-                entry = run.entry()
-                if entry is not None:
-                    heapq.heappush(heap, entry)
+        if at <= run.pos or not run.inlane or run.first() is job:
+            run.lane.push(run)
+            self.lanes.touch(run.lane)
 
     def rekey(self) -> None:
-        """Every run entered again (after every account's priority changed)."""
+        """Every run rewound and entered again (after every account's priority
+        changed, or the order was rebuilt)."""
+        self.touched = []
+        self.out = []
         for run in self.runs.values():
+            run.touched = False
             run.rewind()
-        self._build()
-
-    def _build(self) -> None:
-        """The heap made again, at once: one entry per run with a member left."""
-        heap = []
-        for run in self.runs.values():
-            run.ticket += 1
-            entry = run.entry()
-            if entry is not None:
-                heap.append(entry)
-        heapq.heapify(heap)
-        self.heap = heap
-        self.held = []
+            run.lane.push(run)
+            self.lanes.touch(run.lane)
 
     def forget(self) -> None:
-        """Let go of every member and run (see :meth:`JobGroup.forget`)."""
+        """Let go of every member and run (see :meth:`JobGroup.forget`): the
+        runs' lane entries go stale."""
         super().forget()
+        for run in self.runs.values():
+            run.jobs = []
+            run.ticket += 1
+            run.inlane = False
         self.runs = {}
-        self.heap = []
-        self.held = []
         self.taken = []
         self.touched = []
+        self.out = []
 
     # ------------------------------------------------------------ sessions
 
     def begin(self) -> None:
         """Rewind (see :meth:`JobGroup.begin`): every run taken from since the
-        last rewind starts again at its first pending member."""
+        last rewind starts again at its first pending member, and it and every
+        run dropped from its lane enter their lanes again."""
         size = len(self.jobs)
         super().begin()
         if len(self.jobs) < size:
@@ -228,110 +341,34 @@ class FairGroup(JobGroup):
                 run.compact()
                 if not run.jobs:
                     del self.runs[uid]
-                    run.account.groups.discard(self)
+                    run.ticket += 1
+                    run.inlane = False
         touched, self.touched = self.touched, []
-        self.held = []  # runs taken from: touched, entered again below
+        out, self.out = self.out, []
+        lanes = self.lanes
         for run in touched:
             run.touched = False
             run.rewind()
-            self._push(run)
+            if self.runs.get(run.account.uid) is run:
+                run.lane.push(run)
+                lanes.touch(run.lane)
+        for run in out:
+            if not run.inlane and self.runs.get(run.account.uid) is run:
+                run.lane.push(run)
+                lanes.touch(run.lane)
         self.taken = []
-        self.checked = None
 
-    def first_key(self) -> tuple[Any, ...] | None:
-        """The key of the next member to take: entries are looked at smallest
-        first, held ones with the others (a held run is valid until the batch
-        is decided: its account's charge is not known yet), the one at the top
-        of the heap keyed again if its account was charged, until one is
-        valid; ``None`` when every run is taken or empty."""
-        heap = self.heap
-        held = self.held
-        while heap:
-            entry = heap[0]
-            if held and held[0] < entry:
-                break
-            run: AccountRun = entry[-1]
-            if entry[-2] != run.ticket:
-                heapq.heappop(heap)  # stale: pushed again since
-                continue
-            # The usual cases inline, without calls (first member pending and
-            # keyed, flat account): benchmark B11 of
-            # benchmarks/bench_fairshare.py.
-            keyed = run.keyed
-            account = run.account
-            if (
-                keyed is not None
-                and run.pos < len(run.jobs)
-                and run.jobs[run.pos] is keyed
-                and keyed.state is PENDING
-                and account.depth == 1
-            ):
-                priority = account.priority
-                if priority == run.priority:
-                    return run.key
-                # Its account was charged since: keyed again as entry() keys
-                # it (a start re-keys its account's runs in its other groups,
-                # about 9 a start in benchmark B12's first session).
-                key = keyed.key
-                run.priority = priority
-                run.key = (key[0], key[1], -priority, 0, *key[2:])
-                heapq.heapreplace(heap, (*run.key, run.rid, run.ticket, run))
-                continue
-            entered = run.key
-            fresh = run.entry()
-            if fresh is None:
-                heapq.heappop(heap)
-                continue
-            key = run.key
-            if key is not entered and key != entered:
-                heapq.heapreplace(heap, fresh)
-                continue
-            return key
-        if held:
-            first: AccountRun = held[0][-1]
-            return first.key
-        return None
-
-    def top_account(self) -> ShareNode:
-        """The account of the member :meth:`first_key` keyed (or of the held run
-        whose key it gave)."""
-        heap = self.heap
-        held = self.held
-        run: AccountRun
-        if held and (not heap or held[0] < heap[0]):
-            run = held[0][-1]
-        else:
-            run = heap[0][-1]
-        return run.account
-
-    def take(self) -> Job:
-        """Take the member :meth:`first_key` keyed, from the top of the heap (the
-        caller hands its batch over before a held run would give the next
-        one). Its run is held until :meth:`release`: its account is charged
-        only if the job starts, so its next member's key is not known yet; held
-        by that key as it is now, the smallest it can be."""
-        heap = self.heap
-        run: AccountRun = heap[0][-1]
+    def take(self, run: AccountRun) -> Job:
+        """Take ``run``'s first member not taken (``run`` is
+        :meth:`Lane.first_run`'s): its lane keys it again when it surfaces."""
         job = run.jobs[run.pos]
         run.pos += 1
         if not run.touched:
             run.touched = True
             self.touched.append(run)
         self.taken.append(job)
-        heapq.heappop(heap)
-        held = run.entry()
-        if held is not None:
-            # Held rather than keyed twice, now and once charged (benchmark
-            # B11 of benchmarks/bench_fairshare.py).
-            heapq.heappush(self.held, held)
+        self.left -= 1
         return job
-
-    def release(self) -> None:
-        """The runs held since the last batch enter the heap again, keyed after
-        the charges of that batch (which the caller decided)."""
-        held, self.held = self.held, []
-        for entry in held:
-            self._push(entry[-1])
 
     def covered_pending(self) -> int:
         return sum(1 for job in self.taken if job.state is PENDING)
@@ -342,10 +379,19 @@ class FairGroup(JobGroup):
 
     def close(self) -> None:
         """Nothing to do: a group settled whole is out of the merge for the rest
-        of the session, and its runs are rewound by the next :meth:`begin`."""
+        of the session (``done``), and its runs are rewound by the next
+        :meth:`begin`."""
 
     def __repr__(self) -> str:
         return f"FairGroup(fp={self.fingerprint}, live={self.live}, runs={len(self.runs)})"
+
+
+def lift(lanes: Lanes, accounts: Iterable[ShareNode]) -> None:
+    """These accounts' priority rose (between sessions): their lanes move up."""
+    touch = lanes.touch
+    for account in accounts:
+        for lane in account.lanes.values():
+            touch(lane)
 
 
 def _job_key(job: Job) -> tuple[Any, ...]:

@@ -48,7 +48,7 @@ from xce_core._model import RUNNING
 from xce_core._state import EventInconsistent
 
 if TYPE_CHECKING:
-    from xce_core._fairgroup import FairGroup
+    from xce_core._fairgroup import Lane
     from xce_core._model import Job, Queue
     from xce_core._registry import Registry
     from xce_core._state import ClusterState
@@ -100,7 +100,7 @@ class ShareNode:
         "default",
         "depth",
         "frozen",
-        "groups",
+        "lanes",
         "level",
         "members",
         "name",
@@ -138,8 +138,8 @@ class ShareNode:
         self.default: int | None = None
         self.level = parent is None
         self.children: list[ShareNode] = []
-        # The fair groups with a run of this account's jobs (leaves only).
-        self.groups: set[FairGroup] = set()
+        # Its lanes in the policy order, by fairshare queue (leaves only).
+        self.lanes: dict[str, Lane] = {}
 
     def path_key(self) -> tuple[float | int, ...]:
         """From the top level down: ``(-priority, 1, uid)`` of each group node,

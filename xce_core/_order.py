@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, final
 
-from xce_core._fairgroup import FairGroup
+from xce_core._fairgroup import FairGroup, Lane, Lanes, lift
 from xce_core._model import PENDING, Job, JobGroup, Queue
 from xce_core._pickers import Picker
 from xce_core._registry import Registry
@@ -166,10 +166,14 @@ class PolicyOrder:
     One flat tuple compares in about half the time of ``(key, gid, group)``.
     """
 
-    __slots__ = ("_heap", "broken", "touched")
+    __slots__ = ("_heap", "broken", "fair", "lanes", "touched")
 
-    def __init__(self) -> None:
+    def __init__(self, lanes: Lanes) -> None:
         self._heap: list[tuple[Any, ...]] = []
+        # The fairshare side: every lane's entry (shared with the fair groups),
+        # and the fair groups queued.
+        self.lanes = lanes
+        self.fair: set[FairGroup] = set()
         # Set when a heap operation raised (order keys that do not compare: a
         # picker breaking its contract): the heap may have lost an entry, so
         # the owner rebuilds it before the next session.
@@ -178,24 +182,26 @@ class PolicyOrder:
         self.touched: list[JobGroup] = []
 
     def __len__(self) -> int:
-        """Entries held (stale ones included until they surface)."""
-        return len(self._heap)
+        """Entries held (stale ones included until they surface), and fair
+        groups queued (0: nothing to cover)."""
+        return len(self._heap) + len(self.fair)
 
     def queue(self, group: JobGroup) -> None:
         """(Re)queue ``group`` by its first pending member; a group with none
-        leaves the order."""
+        leaves the order. A fair group is rewound, its runs back in their
+        lanes (:meth:`FairGroup.begin`)."""
         group.begin()
         if isinstance(group, FairGroup):
-            key = group.first_key()
-            if key is None:
-                group.queued = False
-                return
-            group.key = key
-        elif group.pos >= len(group.jobs):
+            group.queued = bool(group.live)
+            if group.queued:
+                self.fair.add(group)
+            else:
+                self.fair.discard(group)
+            return
+        if group.pos >= len(group.jobs):
             group.queued = False
             return
-        else:
-            group.key = group.jobs[group.pos].key
+        group.key = group.jobs[group.pos].key
         self._push(group)
 
     def _push(self, group: JobGroup) -> None:
@@ -208,58 +214,39 @@ class PolicyOrder:
         queued by (never after its first pending member's: the head only moves
         on, and an earlier newcomer re-queues it); the next merge re-keys it
         when it surfaces. O(log n): no walk over what the session started. A
-        fair group is rewound and keyed afresh (O(accounts it gave jobs))."""
+        fair group is rewound (O(runs it gave jobs or dropped))."""
         if isinstance(group, FairGroup):
             self.queue(group)
         else:
             self._push(group)
 
     def lift(self, accounts: Iterable[ShareNode]) -> None:
-        """These accounts' priority rose (between sessions): their runs, and the
-        fair groups those lead, move up now. Each group is keyed once, after
-        all its runs moved (not once per account: benchmark B12 of
-        benchmarks/bench_fairshare.py lifts about 800 accounts with runs in
-        about 8 groups each)."""
-        lifted: dict[FairGroup, list[ShareNode]] = {}
-        for account in accounts:
-            for group in account.groups:
-                by_group = lifted.get(group)
-                if by_group is None:
-                    lifted[group] = [account]
-                else:
-                    by_group.append(account)
-        # In group order, each group's accounts in the order given: the same
-        # pushes wherever it runs (R6).
-        for group in sorted(lifted, key=_gid):
-            group.lift(lifted[group])
-            if group.queued:
-                key = group.first_key()
-                if key is not None and key < group.key:
-                    group.key = key
-                    self._push(group)
+        """These accounts' priority rose (between sessions): their lanes move up
+        now, in the order given (the same pushes wherever it runs: R6)."""
+        lift(self.lanes, accounts)
 
     def submitted(self, job: Job) -> None:
         """A pending job joined its (awake) group: queue the group, or re-key it
-        when the job comes before the member it is queued by."""
+        when the job comes before the member it is queued by. (A fair group's
+        lane was keyed as the job joined it: :meth:`FairGroup.add`.)"""
         group = job.group
         assert group is not None
-        if not group.queued:
-            self.queue(group)
-        elif isinstance(group, FairGroup):
-            key = group.first_key()
-            if key is not None and key < group.key:
-                group.key = key
-                self._push(group)
-        elif job.key < group.key:
+        if not group.queued or (not isinstance(group, FairGroup) and job.key < group.key):
             self.queue(group)
 
-    def rebuild(self, groups: Iterable[JobGroup]) -> None:
+    def rebuild(self, groups: Iterable[JobGroup], asleep: Iterable[FairGroup] = ()) -> None:
         """Queue exactly ``groups`` (after order keys changed: a queue's priority
-        or picker, a fairshare recalculation: fair groups key their runs again)."""
+        or picker, a fairshare recalculation). Every lane is entered afresh
+        from the runs of the fair groups among ``groups`` and ``asleep``."""
+        groups = list(groups)
+        self.lanes.clear()
+        self.fair = set()
         for group in groups:
             group.queued = False
             if isinstance(group, FairGroup):
                 group.rekey()
+        for fair in asleep:
+            fair.rekey()
         self._heap = []
         for group in groups:
             self.queue(group)
@@ -269,9 +256,12 @@ class PolicyOrder:
         """End a session: the groups it covered (each to be re-queued or put to
         sleep by the caller), forgotten here."""
         touched, self.touched = self.touched, []
+        fair = self.fair
         for group in touched:
             group.queued = False  # any entry left is stale: the caller re-queues
             group.ticket += 1
+            if isinstance(group, FairGroup):
+                fair.discard(group)
         return touched
 
     def _ready(self, heap: list[tuple[Any, ...]], group: JobGroup, number: int) -> bool:
@@ -317,80 +307,108 @@ class PolicyOrder:
         heap = self._heap
         number = stats.number
         ready = self._ready
-        # Top-level share accounts a job of the batch may charge; fair groups
-        # holding runs taken since the batch began (FairGroup.take); the mark
-        # of keys found valid since then (no charge since: FairGroup.checked).
+        touched = self.touched
+        # The fairshare side: lanes, looked at while a queued fair group is
+        # neither settled whole nor emptied this session (``live``: past that,
+        # a lane holds nothing to take, and is not walked).
+        lanes = self.lanes.heap
+        live = len(self.fair) if fair else 0
+        # Top-level share accounts a job of the batch may charge; the mark of
+        # lane keys found valid since the batch began (Lane.checked).
         charging: set[ShareNode | None] = set()
-        holding: list[FairGroup] = []
         mark = object()
         async with send:
             batch: list[Item] = []
-            while heap:
-                entry = heap[0]
-                group = entry[-1]
-                if entry[-2] != group.ticket:
-                    heapq.heappop(heap)  # stale: re-queued since
-                    continue
-                if fair and isinstance(group, FairGroup):
-                    if group.seen != number:
-                        group.seen = number
-                        self.touched.append(group)
-                        group.begin()
-                    if group.fingerprint not in failed:
-                        if group.checked is not mark:
-                            key = group.first_key()
-                            if key is None:
-                                heapq.heappop(heap)
+            while True:
+                if live and lanes and (not heap or lanes[0] < heap[0]):
+                    entry = lanes[0]
+                    lane: Lane = entry[-1]
+                    if entry[-2] != lane.ticket:
+                        heapq.heappop(lanes)  # stale: entered again since
+                        continue
+                    if lane.checked is not mark:
+                        run = lane.first_run()
+                        while run is not None:
+                            fgroup = run.group
+                            if not fgroup.queued:
+                                lane.drop_first()  # asleep
+                            elif fgroup.seen != number:
+                                # Its first cover this session (it was rewound
+                                # as the last one ended, or as it woke).
+                                fgroup.seen = number
+                                touched.append(fgroup)
+                                fgroup.left = fgroup.live
                                 continue
-                            if key != group.key:
-                                # A charge, or its next member changed: within a
-                                # session a fair group's key only grows.
-                                group.key = key
-                                heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
-                                continue
-                            group.checked = mark
-                        top = group.top_account().top
-                        if top in charging:
-                            # A job of the batch may lower this account's
-                            # priority: decide the batch first, then look again.
-                            await send.send(batch)
-                            if stats.stopped_by_fifo:
-                                return
-                            batch = []
-                            charging.clear()
-                            mark = _release(holding)
+                            elif fgroup.done == number:
+                                lane.drop_first()  # settled whole, or emptied
+                            elif fgroup.fingerprint in failed:
+                                # Its shape failed: settled whole, here.
+                                fgroup.done = number
+                                live -= 1
+                                batch.append(fgroup)
+                                lane.drop_first()
+                            else:
+                                break
+                            run = lane.first_run()
+                        if run is None:
+                            heapq.heappop(lanes)
+                            lane.queued = False
                             continue
-                        if not group.held:
-                            holding.append(group)
-                        batch.append(group.take())
-                        charging.add(top)
-                        key = group.first_key()
-                        if key is None:
-                            heapq.heappop(heap)
-                        else:
-                            group.key = key
-                            group.checked = mark
-                            heapq.heapreplace(heap, (*key, group.gid, group.ticket, group))
-                    else:
+                        key = lane.key_of(run)
+                        if key is not lane.key and key != lane.key:
+                            # A charge, or its first member changed: within a
+                            # session a lane's key only grows.
+                            lane.key = key
+                            heapq.heapreplace(lanes, (*key, lane.lid, lane.ticket, lane))
+                            continue
+                        lane.checked = mark
+                    top = lane.account.top
+                    if top in charging:
+                        # A job of the batch may lower this account's priority:
+                        # decide the batch first, then look again.
+                        await send.send(batch)
+                        if stats.stopped_by_fifo:
+                            return
+                        batch = []
+                        charging.clear()
+                        mark = object()
+                        continue
+                    run = lane.first_run()
+                    assert run is not None  # checked this batch, nothing taken since
+                    fgroup = run.group
+                    batch.append(fgroup.take(run))
+                    if not fgroup.left:
+                        fgroup.done = number
+                        live -= 1
+                    charging.add(top)
+                    lane.checked = None  # its next member: keyed when it surfaces
+                elif heap:
+                    entry = heap[0]
+                    group = entry[-1]
+                    if entry[-2] != group.ticket:
+                        heapq.heappop(heap)  # stale: re-queued since
+                        continue
+                    if group.seen != number and not ready(heap, group, number):
+                        continue  # (seen tested inline: no call per job, bench_alloc.py's B1)
+                    if group.fingerprint in failed:
                         heapq.heappop(heap)
                         batch.append(group)
-                elif group.seen != number and not ready(heap, group, number):
-                    continue  # (seen tested inline: no call per job, bench_alloc.py's B1)
-                elif group.fingerprint in failed:
-                    heapq.heappop(heap)
-                    batch.append(group)
-                else:
-                    jobs = group.jobs
-                    pos = group.pos
-                    batch.append(jobs[pos])
-                    pos += 1
-                    while pos < len(jobs) and jobs[pos].state is not pending:
-                        pos += 1
-                    group.pos = pos
-                    if pos < len(jobs):
-                        heapq.heapreplace(heap, (*jobs[pos].key, group.gid, group.ticket, group))
                     else:
-                        heapq.heappop(heap)
+                        jobs = group.jobs
+                        pos = group.pos
+                        batch.append(jobs[pos])
+                        pos += 1
+                        while pos < len(jobs) and jobs[pos].state is not pending:
+                            pos += 1
+                        group.pos = pos
+                        if pos < len(jobs):
+                            heapq.heapreplace(
+                                heap, (*jobs[pos].key, group.gid, group.ticket, group)
+                            )
+                        else:
+                            heapq.heappop(heap)
+                else:
+                    break
                 if len(batch) >= batch_size:
                     await send.send(batch)
                     if stats.stopped_by_fifo:
@@ -398,7 +416,7 @@ class PolicyOrder:
                     batch = []
                     if charging:
                         charging.clear()
-                        mark = _release(holding)
+                        mark = object()
                     batch_size = min(batch_size * 2, limit)
             if batch:
                 await send.send(batch)
@@ -406,13 +424,3 @@ class PolicyOrder:
 
 def _gid(group: JobGroup) -> int:
     return group.gid
-
-
-def _release(holding: list[FairGroup]) -> object:
-    """After a batch was decided: the runs it took from enter their groups'
-    heaps again, keyed after its charges; a new mark (keys found valid before
-    may have grown)."""
-    for group in holding:
-        group.release()
-    holding.clear()
-    return object()

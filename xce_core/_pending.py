@@ -49,7 +49,7 @@ class PendingQueue:
     def __init__(self, state: ClusterState, *, may_sleep: bool) -> None:
         self._state = state
         self._may_sleep = may_sleep
-        self._order = PolicyOrder()
+        self._order = PolicyOrder(state.lanes)
         self._sleepers = Sleepers()
         # Pending jobs in no group that no session looks at (park()), with why;
         # those not told yet.
@@ -171,14 +171,15 @@ class PendingQueue:
         order = self._order
         if order.broken:
             awake: list[JobGroup] = []
+            asleep: list[FairGroup] = []
             for group in self._state.groups.values():
                 if group.asleep is None:
                     awake.append(group)
                 elif isinstance(group, FairGroup):
                     # Asleep through a fairshare recalculation: its runs take
                     # the new priorities now, or it would wake in the old order.
-                    group.rekey()
-            order.rebuild(awake)
+                    asleep.append(group)
+            order.rebuild(awake, asleep)
             for group in awake:
                 if not group.queued:
                     self._forget(group)

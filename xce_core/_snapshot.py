@@ -46,7 +46,7 @@ from xce_core._admission import ShapeCache
 from xce_core._backfill import Reservation
 from xce_core._config import SchedulerConfig
 from xce_core._errors import SnapshotError
-from xce_core._fairgroup import AccountRun, FairGroup
+from xce_core._fairgroup import AccountRun, FairGroup, Lanes
 from xce_core._fairshare import Fairshare, ShareNode
 from xce_core._limits import Limits, _Usage
 from xce_core._model import (
@@ -441,7 +441,7 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
             group = JobGroup(g.fingerprint, g.gid)
         else:
             home = (g.fingerprint, g.queue)
-            group = _fair_group(g, home, nodes, jobs)
+            group = _fair_group(g, home, nodes, jobs, state.lanes)
         members = [jobs[i] for i in g.members]
         for job in members:
             if job.state is not PENDING or job.group is not None:
@@ -472,7 +472,22 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
             f"inconsistent snapshot: {state.pending_count} pending jobs, {members_seen} in groups"
         )
     order = parts.pending._order
-    order._heap = [(*key, gid, ticket, groups[gid]) for key, gid, ticket in snap.heap]
+    # Fair groups are in their accounts' lanes, not in the heap (whose entries
+    # for them, in a snapshot from before lanes, are left out); every run is
+    # entered afresh, in the snapshot's order (runs are rewound between
+    # sessions), and the order's fair side is the fair groups queued.
+    order._heap = [
+        (*key, gid, ticket, groups[gid])
+        for key, gid, ticket in snap.heap
+        if not isinstance(groups[gid], FairGroup)
+    ]
+    for group in groups.values():
+        if isinstance(group, FairGroup):
+            for run in group.runs.values():
+                run.lane.push(run)
+                state.lanes.touch(run.lane)
+            if group.queued:
+                order.fair.add(group)
     order.broken = snap.order_broken
     parts.pending._barren = snap.barren
     sleepers = parts.pending._sleepers
@@ -543,30 +558,28 @@ def _fair_record(group: FairGroup, job_index: dict[str, int]) -> dict[str, Any]:
         "runs": [
             RunRecord(
                 run.account.uid,
-                run.rid,
+                rid,
                 [job_index[j.job_id] for j in run.jobs if j.state is PENDING],
-                run.ticket,
+                0,  # lane entries are not kept: a restored core enters every run afresh
             )
-            for run in group.runs.values()
+            for rid, run in enumerate(group.runs.values(), 1)
         ],
-        "run_heap": [(entry[:-3], entry[-3], entry[-2]) for entry in group.heap],
     }
 
 
 def _fair_group(
-    g: GroupRecord, home: GroupHome, nodes: dict[int, ShareNode], jobs: list[Job]
+    g: GroupRecord,
+    home: tuple[int, str],
+    nodes: dict[int, ShareNode],
+    jobs: list[Job],
+    lanes: Lanes,
 ) -> FairGroup:
-    group = FairGroup(g.fingerprint, g.gid, home)
-    by_rid: dict[int, AccountRun] = {}
+    group = FairGroup(g.fingerprint, g.gid, home, lanes)
     for r in g.runs:
         account = nodes[r.account]
-        run = AccountRun(account, r.rid)
+        run = AccountRun(account, group, lanes.lane(account, home[1]))
         run.jobs = [jobs[i] for i in r.members]
-        run.ticket = r.ticket
         group.runs[account.uid] = run
-        account.groups.add(group)
-        by_rid[r.rid] = run
-    group.heap = [(*key, rid, ticket, by_rid[rid]) for key, rid, ticket in g.run_heap]
     return group
 
 

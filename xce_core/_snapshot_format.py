@@ -111,10 +111,12 @@ class GroupRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, g
     asleep: tuple[str, str] | None
     mapped: bool
     # A fairshare group (FairGroup): its queue (its home is (fingerprint,
-    # queue)), its account runs and their heap.
+    # queue)) and its account runs. ``run_heap``: written by snapshots from
+    # before lanes (a heap of runs per group), read by none: a restored core
+    # enters every run in its account's lane afresh.
     queue: str | None = None
     runs: list[RunRecord] = []
-    run_heap: list[tuple[Key, int, int]] = []  # (key, run id, ticket), in heap order
+    run_heap: list[tuple[Key, int, int]] = []
 
 
 class ConfigRecord(msgspec.Struct, forbid_unknown_fields=True):

@@ -16,7 +16,7 @@ from sortedcontainers import SortedList
 
 from events import JobSubmitted, QueueConfig, SharedResource, WorkerUp
 from xce_core._errors import XceError
-from xce_core._fairgroup import FairGroup
+from xce_core._fairgroup import FairGroup, Lanes
 from xce_core._model import (
     AMOUNT_TOLERANCE,
     DONE,
@@ -130,6 +130,8 @@ class ClusterState:
         # Pending-job groups by home: the fingerprint, or (fingerprint, queue)
         # for a fairshare queue's jobs (FairGroup).
         self.groups: dict[GroupHome, JobGroup] = {}
+        # Fairshare accounts' lanes in the policy order (see _fairgroup.py).
+        self.lanes = Lanes()
         self.consumables: set[str] = set()
         # Capacity totals over usable workers, kept exact by every change of a
         # worker's slots, use or usability (so a session reads them in O(1)):
@@ -391,7 +393,7 @@ class ClusterState:
         fair = self.groups.get(home)
         if fair is None:
             self._groups_made += 1
-            fair = self.groups[home] = FairGroup(fp, self._groups_made, home)
+            fair = self.groups[home] = FairGroup(fp, self._groups_made, home, self.lanes)
         assert isinstance(fair, FairGroup)
         job.group = fair
         fair.insert(job)
@@ -465,9 +467,6 @@ class ClusterState:
         """Forget ``group`` (nothing pending in it any more)."""
         if self.groups.get(group.home) is group:
             del self.groups[group.home]
-            if isinstance(group, FairGroup):
-                for run in group.runs.values():
-                    run.account.groups.discard(group)
             group.forget()
 
     def job_rejected(self, ev: JobSubmitted) -> None:

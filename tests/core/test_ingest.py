@@ -21,6 +21,7 @@ from tests.helpers import GO, submit, up
 from tests.strategies import ingest_events
 from xce_core import SchedulerConfig, SchedulerCore, SchedulerLoop, VirtualClock
 from xce_core._core import RUN_END
+from xce_core._fairgroup import Lane, Lanes
 from xce_core._fairshare import ShareNode
 from xce_core._model import JobGroup
 from xce_core.plugin import Job, Picker, Queue, SchedContext, Worker
@@ -58,6 +59,10 @@ def described(value: Any, top: bool = False) -> Any:
         return ("group", value.gid)
     if isinstance(value, ShareNode):
         return ("account", value.uid)
+    if isinstance(value, Lane) and not top:
+        return ("lane", value.lid)
+    if isinstance(value, Lanes):
+        return "lanes"  # the order's side: state_of describes it
     if isinstance(value, Worker):
         return ("worker", value.name)
     if isinstance(value, list | tuple):
@@ -80,6 +85,8 @@ def state_of(core: SchedulerCore) -> Any:
         [described(job, top=True) for job in state.jobs.values()],
         [(described(home), described(group, top=True)) for home, group in state.groups.items()],
         described(pending._order._heap),
+        [(described(e[:-1]), described(e[-1].heap)) for e in pending._order.lanes.heap],
+        sorted(group.gid for group in pending._order.fair),
         pending._order.broken,
         described(pending._sleepers),
         described(pending._parked),

@@ -123,6 +123,7 @@ class Lane:
 
     __slots__ = (
         "account",
+        "bound",
         "checked",
         "computed",
         "heap",
@@ -138,6 +139,7 @@ class Lane:
         self.account = account
         self.lid = lid
         self.heap: list[tuple[Any, ...]] = []
+        self.bound = _BOUND  # compacted past this size (as Lanes.heap is)
         self.key: tuple[Any, ...] = ()
         self.computed: tuple[Any, ...] = ()
         self.keyed: tuple[Any, ...] | None = None
@@ -155,7 +157,11 @@ class Lane:
             return
         run.keyed = job
         run.inlane = True
-        heapq.heappush(self.heap, (*job.key, run.group.gid, run.ticket, run))
+        heap = self.heap
+        heapq.heappush(heap, (*job.key, run.group.gid, run.ticket, run))
+        if len(heap) > self.bound:
+            self.heap = heap = _valid(heap)
+            self.bound = max(_BOUND, 2 * len(heap))
 
     def first_run(self) -> AccountRun | None:
         """The run with the first member not taken, its entry keyed afresh if
@@ -217,11 +223,12 @@ class Lanes:
     lane)``), shared by the fair groups (which push what they rewind) and the
     order (which merges it with the plain groups' heap)."""
 
-    __slots__ = ("_made", "heap")
+    __slots__ = ("_made", "bound", "heap")
 
     def __init__(self) -> None:
         self.heap: list[tuple[Any, ...]] = []
         self._made = 0
+        self.bound = _BOUND  # compacted past this size (see touch)
 
     def lane(self, account: ShareNode, queue: str) -> Lane:
         """``account``'s lane in fairshare queue ``queue`` (made if new)."""
@@ -243,7 +250,15 @@ class Lanes:
         lane.key = key
         lane.queued = True
         lane.ticket += 1
-        heapq.heappush(self.heap, (*key, lane.lid, lane.ticket, lane))
+        heap = self.heap
+        heapq.heappush(heap, (*key, lane.lid, lane.ticket, lane))
+        if len(heap) > self.bound:
+            # Entries left behind by lanes entered again pile up where no
+            # merge reaches them (benchmark B12 of benchmarks/bench_fairshare.py
+            # enters about 2,000 lanes again a session): out, once they are
+            # as many as the valid ones (amortised O(1) a push).
+            heap[:] = _valid(heap)
+            self.bound = max(_BOUND, 2 * len(heap))
 
     def clear(self) -> None:
         """Empty the order's side (a rebuild enters every lane again)."""
@@ -348,8 +363,14 @@ class FairGroup(JobGroup):
         lanes = self.lanes
         for run in touched:
             run.touched = False
+            pos = run.pos
             run.rewind()
-            if self.runs.get(run.account.uid) is run:
+            # Entered again only when it moved back (a member it gave did not
+            # start) or left its lane: else its entry, and its lane's, hold a
+            # key no larger than its first member's now (benchmark B12 of
+            # benchmarks/bench_fairshare.py rewinds about 1,000 runs a session,
+            # nearly all of whose members started).
+            if (run.pos < pos or not run.inlane) and self.runs.get(run.account.uid) is run:
                 run.lane.push(run)
                 lanes.touch(run.lane)
         for run in out:
@@ -396,3 +417,13 @@ def lift(lanes: Lanes, accounts: Iterable[ShareNode]) -> None:
 
 def _job_key(job: Job) -> tuple[Any, ...]:
     return job.key
+
+
+_BOUND = 64
+
+
+def _valid(heap: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``heap``'s valid entries (those whose ticket is their owner's), as a heap."""
+    kept = [entry for entry in heap if entry[-2] == entry[-1].ticket]
+    heapq.heapify(kept)
+    return kept

@@ -359,9 +359,16 @@ class PolicyOrder:
                             # A charge, or its first member changed: within a
                             # session a lane's key only grows.
                             lane.key = key
-                            heapq.heapreplace(lanes, (*key, lane.lid, lane.ticket, lane))
-                            continue
+                            entry = (*key, lane.lid, lane.ticket, lane)
+                            heapq.heapreplace(lanes, entry)
+                            if lanes[0] is not entry or (heap and heap[0] < entry):
+                                continue
+                            # Still first: valid as it stands (not looked at
+                            # again: about two re-keys a take in benchmark B12
+                            # of benchmarks/bench_fairshare.py).
                         lane.checked = mark
+                    else:
+                        run = lane.first_run()  # checked this batch, nothing taken since
                     top = lane.account.top
                     if top in charging:
                         # A job of the batch may lower this account's priority:
@@ -373,8 +380,7 @@ class PolicyOrder:
                         charging.clear()
                         mark = object()
                         continue
-                    run = lane.first_run()
-                    assert run is not None  # checked this batch, nothing taken since
+                    assert run is not None
                     fgroup = run.group
                     batch.append(fgroup.take(run))
                     if not fgroup.left:

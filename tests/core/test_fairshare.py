@@ -20,6 +20,7 @@ from events import (
     InputEvent,
     JobAllocated,
     JobFinished,
+    JobPended,
     JobSubmitted,
     Limit,
     LimitsConfig,
@@ -403,6 +404,133 @@ async def test_cache_and_sleeping_never_change_a_fairshare_decision(
     assert [(n, alloc, end) for n, alloc, _, end in fast] == [
         (n, alloc, end) for n, alloc, _, end in uncached
     ]
+
+
+# ------------------------------------------------------------ a reference of the order
+
+FAIR_SHAPES = ["select[type==a]", "select[type==b]", "", "select[type==c]"]  # c: no host
+
+fair_jobs = st.lists(
+    st.tuples(
+        st.integers(0, 3),  # user
+        st.integers(0, len(FAIR_SHAPES) - 1),  # shape
+        st.integers(1, 2),  # tasks
+        st.integers(0, 1),  # job priority
+    ),
+    min_size=1,
+    max_size=24,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shares=st.lists(st.integers(1, 4), min_size=4, max_size=4),
+    hosts=st.lists(
+        st.tuples(st.integers(1, 3), st.sampled_from(["a", "b"])), min_size=1, max_size=4
+    ),
+    first=fair_jobs,
+    second=fair_jobs,
+    finish=st.sets(st.integers(0, 23)),
+    batch=st.sampled_from([1, 2, 256]),
+)
+async def test_each_job_taken_is_the_first_of_a_reference_that_orders_accounts_then_jobs(
+    shares: list[int],
+    hosts: list[tuple[int, str]],
+    first: list[tuple[int, int, int, int]],
+    second: list[tuple[int, int, int, int]],
+    finish: set[int],
+    batch: int,
+) -> None:
+    """A reference of the order, written apart from the core's heaps: at each
+    job the session takes (started, or pended on a first try), every account
+    has LSF's priority for the slots it holds at that point (no usage history:
+    time stands still), and the job taken is the first, by (account priority,
+    job priority, submission), of the pending jobs not taken yet whose shape
+    has not failed this session. Two sessions, with jobs ending and new ones
+    arriving between them; batches of 1, 2 and many."""
+    params = FairshareParams(recalc_interval=0)
+    config = SchedulerConfig(
+        picker="fairshare", fairshare=params, batch_size=batch, sleep_blocked_groups=False
+    )
+    core = SchedulerCore(config, clock=VirtualClock())
+    users = [f"u{i}" for i in range(4)]
+    core.apply(FairshareConfig(tree=ShareTree(shares=list(zip(users, shares, strict=True)))))
+    for i, (slots, kind) in enumerate(hosts):
+        core.apply(up(f"h{i}", slots=slots, type=kind))
+    held = dict.fromkeys(users, 0)  # slots each account holds
+    pending: dict[str, tuple[str, tuple[str, int], int, int, int]] = {}
+    running: list[tuple[str, str, int]] = []
+    pended_before: set[str] = set()
+    seq = 0
+
+    def add(jobs: list[tuple[int, int, int, int]], tag: str) -> None:
+        nonlocal seq
+        for n, (user, shape, tasks, priority) in enumerate(jobs):
+            job_id = f"{tag}{n}"
+            seq += 1
+            resreq = FAIR_SHAPES[shape]
+            core.apply(submit(job_id, resreq, tasks=tasks, user=users[user], priority=priority))
+            pending[job_id] = (users[user], (resreq, tasks), tasks, priority, seq)
+
+    async def check_session() -> None:
+        core.apply(GO)
+        await core.run_session()
+        check_invariants(core)
+        failed: set[tuple[str, int]] = set()
+        taken: set[str] = set()
+
+        def order(job_id: str) -> tuple[float, int, int]:
+            user, _, _, priority, arrival = pending[job_id]
+            return (-dynamic_priority(shares[users.index(user)], 0.0, held[user], params),
+                    -priority, arrival)  # fmt: skip
+
+        def first_untaken() -> str | None:
+            candidates = [
+                j for j, job in pending.items() if j not in taken and job[1] not in failed
+            ]
+            return min(candidates, key=order, default=None)
+
+        for d in core.take_decisions():
+            if isinstance(d, JobPended) and d.cached:
+                taken.add(d.job_id)  # its shape failed: settled with it
+                continue
+            if not isinstance(d, JobAllocated | JobPended):
+                continue
+            expected = first_untaken()
+            # A job that pended before and fails again for the same reason is
+            # told nothing: its shape failed silently this session.
+            while expected is not None and expected != d.job_id and expected in pended_before:
+                failed.add(pending[expected][1])
+                expected = first_untaken()
+            assert expected is not None, d
+            assert order(d.job_id) == order(expected), (d, expected)
+            taken.add(d.job_id)
+            user, shape, tasks, _, _ = pending[d.job_id]
+            if isinstance(d, JobAllocated):
+                del pending[d.job_id]
+                held[user] += tasks
+                running.append((d.job_id, user, tasks))
+            else:
+                failed.add(shape)
+                pended_before.add(d.job_id)
+        # Nothing the session did not take could have been taken: what is left
+        # is of shapes that failed (silently, for jobs told before).
+        left = first_untaken()
+        while left is not None and left in pended_before:
+            failed.add(pending[left][1])
+            left = first_untaken()
+        assert left is None, left
+        pended_before.update(pending)
+
+    add(first, "a")
+    await check_session()
+    for i, (job_id, user, tasks) in enumerate(list(running)):
+        if i in finish:
+            core.apply(JobFinished(job_id=job_id))
+            held[user] -= tasks
+            running.remove((job_id, user, tasks))
+    add(second, "b")
+    await check_session()
 
 
 async def test_a_share_tree_nested_too_deep_is_rejected_with_its_path() -> None:

@@ -313,119 +313,165 @@ class PolicyOrder:
         # a lane holds nothing to take, and is not walked).
         lanes = self.lanes.heap
         live = len(self.fair) if fair else 0
-        # Top-level share accounts a job of the batch may charge; the mark of
-        # lane keys found valid since the batch began (Lane.checked).
+        # Top-level share accounts a job of the batch may charge; lanes taken
+        # from since the batch began, out of ``lanes`` until it is decided, by
+        # the key of their next member before that charge (the smallest it can
+        # be); the mark of lane keys found valid since then (Lane.checked).
         charging: set[ShareNode | None] = set()
+        held: list[tuple[Any, ...]] = []
         mark = object()
-        async with send:
-            batch: list[Item] = []
-            while True:
-                if live and lanes and (not heap or lanes[0] < heap[0]):
-                    entry = lanes[0]
-                    lane: Lane = entry[-1]
-                    if entry[-2] != lane.ticket:
-                        heapq.heappop(lanes)  # stale: entered again since
-                        continue
-                    if lane.checked is not mark:
-                        run = lane.first_run()
-                        while run is not None:
-                            fgroup = run.group
-                            if not fgroup.queued:
-                                lane.drop_first()  # asleep
-                            elif fgroup.seen != number:
-                                # Its first cover this session (it was rewound
-                                # as the last one ended, or as it woke).
-                                fgroup.seen = number
-                                touched.append(fgroup)
-                                fgroup.left = fgroup.live
+        try:
+            async with send:
+                batch: list[Item] = []
+                while True:
+                    if live and (lanes or held):
+                        entry = lanes[0] if lanes else None
+                        if held and (entry is None or held[0] < entry):
+                            if not heap or held[0] < heap[0]:
+                                # A lane taken from comes first: its account's
+                                # charge must be known. Decide the batch.
+                                await send.send(batch)
+                                if stats.stopped_by_fifo:
+                                    return
+                                batch = []
+                                charging.clear()
+                                mark = _release(held, lanes)
                                 continue
-                            elif fgroup.done == number:
-                                lane.drop_first()  # settled whole, or emptied
-                            elif fgroup.fingerprint in failed:
-                                # Its shape failed: settled whole, here.
-                                fgroup.done = number
-                                live -= 1
-                                batch.append(fgroup)
-                                lane.drop_first()
-                            else:
-                                break
-                            run = lane.first_run()
-                        if run is None:
-                            heapq.heappop(lanes)
-                            lane.queued = False
-                            continue
-                        key = lane.key_of(run)
-                        if key is not lane.key and key != lane.key:
-                            # A charge, or its first member changed: within a
-                            # session a lane's key only grows.
-                            lane.key = key
-                            entry = (*key, lane.lid, lane.ticket, lane)
-                            heapq.heapreplace(lanes, entry)
-                            if lanes[0] is not entry or (heap and heap[0] < entry):
-                                continue
-                            # Still first: valid as it stands (not looked at
-                            # again: about two re-keys a take in benchmark B12
-                            # of benchmarks/bench_fairshare.py).
-                        lane.checked = mark
+                            entry = None
+                        elif entry is not None and heap and heap[0] < entry:
+                            entry = None
                     else:
-                        run = lane.first_run()  # checked this batch, nothing taken since
-                    top = lane.account.top
-                    if top in charging:
-                        # A job of the batch may lower this account's priority:
-                        # decide the batch first, then look again.
+                        entry = None
+                    if entry is not None:
+                        lane: Lane = entry[-1]
+                        if entry[-2] != lane.ticket:
+                            heapq.heappop(lanes)  # stale: entered again since
+                            continue
+                        if lane.checked is not mark:
+                            run = lane.first_run()
+                            while run is not None:
+                                fgroup = run.group
+                                if not fgroup.queued:
+                                    lane.drop_first()  # asleep
+                                elif fgroup.seen != number:
+                                    # Its first cover this session (it was
+                                    # rewound as the last one ended, or as it
+                                    # woke).
+                                    fgroup.seen = number
+                                    touched.append(fgroup)
+                                    fgroup.left = fgroup.live
+                                    continue
+                                elif fgroup.done == number:
+                                    lane.drop_first()  # settled whole, or emptied
+                                elif fgroup.fingerprint in failed:
+                                    # Its shape failed: settled whole, here.
+                                    fgroup.done = number
+                                    live -= 1
+                                    batch.append(fgroup)
+                                    lane.drop_first()
+                                else:
+                                    break
+                                run = lane.first_run()
+                            if run is None:
+                                heapq.heappop(lanes)
+                                lane.queued = False
+                                continue
+                            key = lane.key_of(run)
+                            if key is not lane.key and key != lane.key:
+                                # A charge, or its first member changed: within
+                                # a session a lane's key only grows.
+                                lane.key = key
+                                heapq.heapreplace(lanes, (*key, lane.lid, lane.ticket, lane))
+                                continue
+                            lane.checked = mark
+                        else:
+                            run = lane.first_run()  # checked this batch, nothing taken since
+                        top = lane.account.top
+                        if top in charging:
+                            # A job of the batch may lower this account's
+                            # priority (a group above it): decide the batch
+                            # first, then look again.
+                            await send.send(batch)
+                            if stats.stopped_by_fifo:
+                                return
+                            batch = []
+                            charging.clear()
+                            mark = _release(held, lanes)
+                            continue
+                        assert run is not None
+                        fgroup = run.group
+                        batch.append(fgroup.take(run))
+                        if not fgroup.left:
+                            fgroup.done = number
+                            live -= 1
+                        charging.add(top)
+                        # Held out of the order until the batch is decided,
+                        # by its next member's key as it is now (one heap
+                        # operation a take on the order's side: benchmark B11
+                        # of benchmarks/bench_fairshare.py).
+                        heapq.heappop(lanes)
+                        lane.queued = False
+                        run = lane.first_run()
+                        if run is not None:
+                            heapq.heappush(held, (*lane.key_of(run), lane.lid, lane.ticket, lane))
+                    elif heap:
+                        entry = heap[0]
+                        group = entry[-1]
+                        if entry[-2] != group.ticket:
+                            heapq.heappop(heap)  # stale: re-queued since
+                            continue
+                        if group.seen != number and not ready(heap, group, number):
+                            continue  # (seen tested inline: no call per job, bench_alloc.py's B1)
+                        if group.fingerprint in failed:
+                            heapq.heappop(heap)
+                            batch.append(group)
+                        else:
+                            jobs = group.jobs
+                            pos = group.pos
+                            batch.append(jobs[pos])
+                            pos += 1
+                            while pos < len(jobs) and jobs[pos].state is not pending:
+                                pos += 1
+                            group.pos = pos
+                            if pos < len(jobs):
+                                heapq.heapreplace(
+                                    heap, (*jobs[pos].key, group.gid, group.ticket, group)
+                                )
+                            else:
+                                heapq.heappop(heap)
+                    else:
+                        break
+                    if len(batch) >= batch_size:
                         await send.send(batch)
                         if stats.stopped_by_fifo:
                             return
                         batch = []
-                        charging.clear()
-                        mark = object()
-                        continue
-                    assert run is not None
-                    fgroup = run.group
-                    batch.append(fgroup.take(run))
-                    if not fgroup.left:
-                        fgroup.done = number
-                        live -= 1
-                    charging.add(top)
-                    lane.checked = None  # its next member: keyed when it surfaces
-                elif heap:
-                    entry = heap[0]
-                    group = entry[-1]
-                    if entry[-2] != group.ticket:
-                        heapq.heappop(heap)  # stale: re-queued since
-                        continue
-                    if group.seen != number and not ready(heap, group, number):
-                        continue  # (seen tested inline: no call per job, bench_alloc.py's B1)
-                    if group.fingerprint in failed:
-                        heapq.heappop(heap)
-                        batch.append(group)
-                    else:
-                        jobs = group.jobs
-                        pos = group.pos
-                        batch.append(jobs[pos])
-                        pos += 1
-                        while pos < len(jobs) and jobs[pos].state is not pending:
-                            pos += 1
-                        group.pos = pos
-                        if pos < len(jobs):
-                            heapq.heapreplace(
-                                heap, (*jobs[pos].key, group.gid, group.ticket, group)
-                            )
-                        else:
-                            heapq.heappop(heap)
-                else:
-                    break
-                if len(batch) >= batch_size:
+                        if charging:
+                            charging.clear()
+                            mark = _release(held, lanes)
+                        batch_size = min(batch_size * 2, limit)
+                if batch:
                     await send.send(batch)
-                    if stats.stopped_by_fifo:
-                        return
-                    batch = []
-                    if charging:
-                        charging.clear()
-                        mark = object()
-                    batch_size = min(batch_size * 2, limit)
-            if batch:
-                await send.send(batch)
+        finally:
+            # However the merge ends, the lanes held go back (keyed as the
+            # next merge will find them).
+            _release(held, lanes)
+
+
+def _release(held: list[tuple[Any, ...]], lanes: list[tuple[Any, ...]]) -> object:
+    """After a batch was decided: the lanes it took from enter the order again,
+    keyed after its charges; a new mark (keys found valid before may have
+    grown)."""
+    for entry in held:
+        lane: Lane = entry[-1]
+        run = lane.first_run()
+        if run is not None:
+            lane.key = key = lane.key_of(run)
+            lane.queued = True
+            lane.ticket += 1
+            heapq.heappush(lanes, (*key, lane.lid, lane.ticket, lane))
+    held.clear()
+    return object()
 
 
 def _gid(group: JobGroup) -> int:

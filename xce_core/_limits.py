@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from events import Limit, QueueConfig
 from xce_core._errors import XceError
@@ -50,10 +51,16 @@ class _Usage:
     amounts: dict[str, float] = field(default_factory=dict)
 
 
+# A limit covering a consumer: (limit index, consumer key, the limit, its usage
+# key when it counts the whole cluster else None, whether it caps a resource).
+Cover = tuple[int, tuple[str, ...], Limit, tuple[int, tuple[str, ...]] | None, bool]
+
+
 class Limits:
     """The configured limits and what running jobs hold under each."""
 
     __slots__ = (
+        "_by_origin",
         "_covering",
         "_groups",
         "_held",
@@ -79,7 +86,10 @@ class Limits:
         # What _keys found for each (user, queue, project): it depends on
         # nothing else, and a session asks it twice per start (check, charge;
         # benchmark B12 of benchmarks/bench_fairshare.py). Emptied by reindex.
-        self._covering: dict[tuple[str, str, str], list[tuple[int, tuple[str, ...], Limit]]] = {}
+        self._covering: dict[tuple[str, str, str], list[Cover]] = {}
+        # The same by job origin (user, queue, project, priority, run limit):
+        # the tuple a job holds, no tuple made per look-up. Emptied by reindex.
+        self._by_origin: dict[tuple[Any, ...], list[Cover]] = {}
         # The reasons held() gives, by (limit index, consumer key, what, figure):
         # a held job is looked at every session, and writing its reason was
         # half of that (a NASA replay under a per-user limit,
@@ -132,6 +142,7 @@ class Limits:
         """What is derived from the limits and the user groups: each limit's
         users with the groups expanded, and whether any limit is by host."""
         self._covering = {}
+        self._by_origin = {}
         self._held = {}
         self._users = [
             (self._expand(limit.users), self._expand(limit.per_user)) for limit in self._limits
@@ -148,21 +159,24 @@ class Limits:
             out.update(self._groups.get(name, (name,)))
         return frozenset(out)
 
-    def _keys(self, job: Job) -> list[tuple[int, tuple[str, ...], Limit]]:
-        """The (limit index, consumer key, limit) of each limit that covers
-        ``job`` (not to be changed by the caller: one list per consumer,
-        shared)."""
-        return self._keys_of((job.user, job.queue, job.project))
+    def _keys(self, job: Job) -> list[Cover]:
+        """Each limit that covers ``job`` (not to be changed by the caller: one
+        list per consumer, shared): see :data:`Cover`."""
+        origin = job._origin
+        known = self._by_origin.get(origin)
+        if known is None:
+            known = self._by_origin[origin] = self._keys_of((origin[0], origin[1], origin[2]))
+        return known
 
-    def _keys_of(self, values: tuple[str, str, str]) -> list[tuple[int, tuple[str, ...], Limit]]:
+    def _keys_of(self, values: tuple[str, str, str]) -> list[Cover]:
         """:meth:`_keys` of a job of ``(user, queue, project)``."""
         known = self._covering.get(values)
         if known is None:
             known = self._covering[values] = self._cover(values)
         return known
 
-    def _cover(self, values: tuple[str, str, str]) -> list[tuple[int, tuple[str, ...], Limit]]:
-        out = []
+    def _cover(self, values: tuple[str, str, str]) -> list[Cover]:
+        out: list[Cover] = []
         for index, limit in enumerate(self._limits):
             key: list[str] = []
             users, per_users = self._users[index]
@@ -184,52 +198,52 @@ class Limits:
                 else:
                     key.append("*")
             else:
-                out.append((index, tuple(key), limit))
+                whole = (index, (*key, "*")) if _whole_cluster(limit) else None
+                out.append((index, tuple(key), limit, whole, bool(limit.resources)))
         return out
 
     def _parts(
-        self, job: Job, claims: Claims, shared: dict[str, float], with_amounts: bool = True
-    ) -> list[tuple[int, tuple[str, ...], int, dict[str, float]]]:
+        self, job: Job, claims: Claims, shared: dict[str, float]
+    ) -> list[tuple[tuple[int, tuple[str, ...]], Limit, int, dict[str, float]]]:
         """What ``job`` holding ``claims`` and ``shared`` counts under each limit
-        covering it: (limit, consumer key with its host part, slots, amounts).
-        A limit with ``hosts`` counts the claims on those hosts (none there: it
-        does not cover the job); one with ``per_host`` counts each host apart.
-        ``with_amounts=False``: a limit of the whole cluster that caps no resource
-        gets no amounts (what :meth:`check` needs; one check per start,
-        benchmark B12 of benchmarks/bench_fairshare.py)."""
-        parts: list[tuple[int, tuple[str, ...], int, dict[str, float]]] = []
-        for index, key, limit in self._keys(job):
-            hosts, per_host = limit.hosts, limit.per_host
-            if _whole_cluster(limit):
+        covering it: (its usage key: limit and consumer key with its host
+        part, the limit, slots, amounts). A limit with ``hosts`` counts the
+        claims on those hosts (none there: it does not cover the job); one
+        with ``per_host`` counts each host apart. Amounts are counted only
+        under limits that cap a resource (no other reads them)."""
+        parts: list[tuple[tuple[int, tuple[str, ...]], Limit, int, dict[str, float]]] = []
+        for index, key, limit, whole, resources in self._keys(job):
+            if whole is not None:
                 slots = claims[0][1] if len(claims) == 1 else sum(n for _, n, _ in claims)
-                held = _amounts(claims, shared) if with_amounts or limit.resources else _NO_AMOUNTS
-                parts.append((index, (*key, "*"), slots, held))
-            elif per_host is not None:
+                held = _amounts(claims, shared) if resources else _NO_AMOUNTS
+                parts.append((whole, limit, slots, held))
+            elif limit.per_host is not None:
+                per_host = limit.per_host
                 every = "all" in per_host
                 for host, (slots, amounts) in _per_host(claims).items():
                     if every or host in per_host:
-                        parts.append((index, (*key, host), slots, amounts))
+                        parts.append(((index, (*key, host)), limit, slots, amounts))
             else:
+                hosts = limit.hosts
                 assert hosts is not None
                 on = [claim for claim in claims if claim[0].name in hosts]
                 if on:
                     slots = sum(n for _, n, _ in on)
-                    parts.append((index, (*key, "*"), slots, _amounts(on, {})))
+                    parts.append(((index, (*key, "*")), limit, slots, _amounts(on, {})))
         return parts
 
     def check(self, job: Job, claims: Claims, shared: dict[str, float]) -> PendReason | None:
         """Why ``job`` may not take ``claims`` and ``shared``, or ``None``."""
-        for index, key, slots, amounts in self._parts(job, claims, shared, with_amounts=False):
-            limit = self._limits[index]
-            used = self._usage.get((index, key)) or _NONE
+        for pair, limit, slots, amounts in self._parts(job, claims, shared):
+            used = self._usage.get(pair) or _NONE
             if limit.slots is not None and used.slots + slots > limit.slots:
-                return _reached(limit, key, "SLOTS", used.slots, limit.slots)
+                return _reached(limit, pair[1], "SLOTS", used.slots, limit.slots)
             if limit.jobs is not None and used.jobs + 1 > limit.jobs:
-                return _reached(limit, key, "JOBS", used.jobs, limit.jobs)
+                return _reached(limit, pair[1], "JOBS", used.jobs, limit.jobs)
             for name, cap in (limit.resources or {}).items():
                 have = used.amounts.get(name, 0.0)
                 if have + amounts.get(name, 0.0) > cap + 1e-9 and amounts.get(name, 0.0) > 0:
-                    return _reached(limit, key, name, have, cap)
+                    return _reached(limit, pair[1], name, have, cap)
         return None
 
     def held(self, job: Job) -> PendReason | None:
@@ -242,11 +256,11 @@ class Limits:
         lookups a job and session, not an attempt each (a replay of the NASA
         trace under a per-user slot limit took more than 10 minutes)."""
         tasks = job.min_tasks
-        for index, key, limit in self._keys(job):
-            if not _whole_cluster(limit) or (limit.slots is None and limit.jobs is None):
+        for index, key, limit, whole, _ in self._keys(job):
+            if whole is None or (limit.slots is None and limit.jobs is None):
                 continue
             # (A job over a limit it can never be within is parked, never here.)
-            used = self._usage.get((index, (*key, "*")))
+            used = self._usage.get(whole)
             if used is None:
                 continue
             if limit.slots is not None and used.slots + tasks > limit.slots:
@@ -258,7 +272,7 @@ class Limits:
             memo = (index, key, what, figure)
             reason = self._held.get(memo)
             if reason is None:
-                reason = _reached(limit, (*key, "*"), what, figure, cap)
+                reason = _reached(limit, whole[1], what, figure, cap)
                 self._remember(memo, reason)
             return reason
         return None
@@ -270,8 +284,8 @@ class Limits:
         than its tasks, or whose ``jobs`` is 0. Only new limits (or user
         groups they name) can change the answer: the core parks such a job
         out of every session until then (:meth:`PendingQueue.park`)."""
-        for index, key, limit in self._keys_of(consumer):
-            if _whole_cluster(limit):
+        for index, key, limit, whole, _ in self._keys_of(consumer):
+            if whole is not None:
                 reason = self._never(index, key, limit, tasks)
                 if reason is not None:
                     return reason
@@ -314,8 +328,8 @@ class Limits:
         """Count a job that starts (+1) or ends (-1) with ``claims``/``shared``."""
         if not self._limits:
             return
-        for index, key, slots, amounts in self._parts(job, claims, shared):
-            pair = (index, key)
+        for pair, _, slots, amounts in self._parts(job, claims, shared):
+            index, key = pair
             used = self._usage.get(pair)
             if used is None:
                 used = self._usage[pair] = _Usage()
@@ -343,7 +357,7 @@ class Limits:
         nothing yet, is checked after the attempt (:meth:`check`)."""
         rooms: dict[str, int] = {}
         reason: PendReason | None = None
-        for index, key, limit in self._keys(job):
+        for index, key, limit, _, _ in self._keys(job):
             if limit.slots is None and limit.jobs is None:
                 continue
             if limit.hosts is not None and "all" not in limit.hosts:

@@ -17,18 +17,18 @@ injected clock, decayed continuously so that an hour of use counts 0.1 h after
 slots its running jobs hold now. A group's usage and slots are its members'
 sums.
 
-Order: pending jobs of a fairshare queue are grouped per (shape, account), and
-a group sits in the policy order by its account's *path key*: (-priority, id)
-of each node from the top level down, so the merge takes the highest priority
-at each level (hierarchical fairshare), then FCFS within the account. Users are
-ordered, not jobs:
+Order: each account's pending jobs in a fairshare queue sit in the policy
+order as one entry, its lane (:mod:`xce_core._fairgroup`), by the account's
+*path key*: (-priority, id) of each node from the top level down, so the
+merge takes the highest priority at each level (hierarchical fairshare), then
+FCFS within the account. Users are ordered, not jobs:
 
 - a job that starts lowers its account's priority at once (``job_slots``), so a
   session never hands one user the cluster while others with equal shares
-  wait; the order learns it lazily: a group whose key grew is re-keyed when it
+  wait; the order learns it lazily: a lane whose key grew is re-keyed when it
   surfaces (:mod:`xce_core._order`);
-- a job that ends raises its account's priority: the account's groups are
-  re-queued before the next session (:meth:`Fairshare.take_risen`);
+- a job that ends raises its account's priority: the account's lanes are
+  entered again before the next session (:meth:`Fairshare.take_risen`);
 - usage history enters priorities at each recalculation, every
   ``recalc_interval`` seconds of the clock (0: every session), when the whole
   order is re-keyed, like Slurm's PriorityCalcPeriod. Between two, only the

@@ -14,15 +14,17 @@ Sleeping groups (:mod:`xce_core._sleep`) are not queued; they rejoin the order
 when an event wakes them.
 
 Fairshare (:mod:`xce_core._fairshare`): users are ordered, not jobs. A
-fairshare queue's jobs of one shape form one :class:`~xce_core._fairgroup.FairGroup`,
-whose members are taken account by account: it sits in the policy order by the
-key of the member it would give next (its account's path key spliced into the
-job's key). A job that starts lowers its account's priority, so keys only grow
-within a session: a fair group is keyed again whenever it surfaces, and the
-merge hands its batch over before it takes a job under an account that a job
-of the batch may charge (so that charge is seen first). A priority that rises
-(a job ended) lifts the account's runs before the next session
-(:meth:`PolicyOrder.lift`).
+fairshare queue's jobs are in the order through their accounts' lanes
+(:class:`~xce_core._fairgroup.Lane`: one entry per account and queue, keyed
+by the account's path key spliced into its first job's key), in a heap of
+their own (:class:`~xce_core._fairgroup.Lanes`) that the merge reads beside
+the plain groups' heap. A job that starts lowers its account's priority, so
+keys only grow within a session: a lane is keyed again whenever it surfaces,
+and one taken from is held out of the order until its batch is decided (so
+its charge is seen before the next pick under its account). A priority that
+rises (a job ended) enters the account's lanes again before the next session
+(:meth:`PolicyOrder.lift`). Feasibility stays by shape: a fair group whose
+shape failed is handed over whole, where its first job not taken surfaces.
 """
 
 from __future__ import annotations

@@ -214,6 +214,23 @@ class Lane:
             self.computed = (key[0], key[1], -priority, 0, *key[2:])
         return self.computed
 
+    def held_key(self) -> tuple[Any, ...] | None:
+        """The lane's key after its batch was decided, for a lane held since
+        :meth:`key_of` keyed it by its next member (nothing takes from a held
+        lane or drops a run from it): for a flat account only its priority
+        may have changed (no look at its runs: once a take in benchmark B12
+        of benchmarks/bench_fairshare.py)."""
+        account = self.account
+        if account.depth != 1 or self.keyed is None:
+            run = self.first_run()
+            return None if run is None else self.key_of(run)
+        priority = account.priority
+        if priority != self.priority:
+            key = self.keyed
+            self.priority = priority
+            self.computed = (key[0], key[1], -priority, 0, *key[2:])
+        return self.computed
+
     def __repr__(self) -> str:
         return f"Lane({self.account.name!r}, runs={len(self.heap)})"
 

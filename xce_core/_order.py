@@ -466,9 +466,9 @@ def _release(held: list[tuple[Any, ...]], lanes: list[tuple[Any, ...]]) -> objec
     grown)."""
     for entry in held:
         lane: Lane = entry[-1]
-        run = lane.first_run()
-        if run is not None:
-            lane.key = key = lane.key_of(run)
+        key = lane.held_key()
+        if key is not None:
+            lane.key = key
             lane.queued = True
             lane.ticket += 1
             heapq.heappush(lanes, (*key, lane.lid, lane.ticket, lane))

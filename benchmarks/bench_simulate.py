@@ -1,4 +1,4 @@
-"""Replay a trace (default: NASA iPSC/860) and print jobs/s for fcfs, strict FIFO and EASY.
+"""Replay a trace (default: NASA iPSC/860): jobs/s for fcfs, strict FIFO, EASY and fairshare.
 
 Usage: ``python benchmarks/bench_simulate.py [TRACE] [--limit N] [--every-instant]
 [--repeat R]``. TRACE defaults to ``shared/traces/NASA-iPSC-1993-3.1-cln.swf.gz``
@@ -30,6 +30,7 @@ POLICIES = {
     "fcfs": SchedulerConfig(),
     "strict-fifo": SchedulerConfig(strict_fifo=True),
     "easy": SchedulerConfig(backfill="easy"),
+    "fairshare": SchedulerConfig(picker="fairshare"),
 }
 
 

@@ -737,7 +737,7 @@ class SchedulerCore:
             if fairshare.used:
                 if fairshare.due(now):
                     fairshare.recalculate(now)  # usage history enters every priority
-                    self._pending.broken()
+                    self._pending.reprioritised()
                 self._pending.begin(stats, self._pend, fairshare.take_risen())
             else:
                 self._pending.begin(stats, self._pend)

@@ -238,8 +238,9 @@ class PolicyOrder:
 
     def rebuild(self, groups: Iterable[JobGroup], asleep: Iterable[FairGroup] = ()) -> None:
         """Queue exactly ``groups`` (after order keys changed: a queue's priority
-        or picker, a fairshare recalculation). Every lane is entered afresh
-        from the runs of the fair groups among ``groups`` and ``asleep``."""
+        or picker; a fairshare recalculation needs only :meth:`relane`). Every
+        lane is entered afresh from the runs of the fair groups among
+        ``groups`` and ``asleep``."""
         groups = list(groups)
         self.lanes.clear()
         self.fair = set()
@@ -253,6 +254,16 @@ class PolicyOrder:
         for group in groups:
             self.queue(group)
         self.broken = False
+
+    def relane(self) -> None:
+        """Every lane keyed again, at once (after every account's priority
+        changed: a fairshare recalculation). Runs are keyed by their jobs'
+        keys, which did not change: only the lanes move."""
+        lanes = self.lanes
+        entered = [entry[-1] for entry in lanes.heap if entry[-2] == entry[-1].ticket]
+        lanes.clear()
+        for lane in entered:
+            lanes.touch(lane)
 
     def finish(self) -> list[JobGroup]:
         """End a session: the groups it covered (each to be re-queued or put to

@@ -33,7 +33,7 @@ from tests.core.test_invariants import check_invariants, to_events
 from tests.core.test_sleep import SHAPES, ops_over, per_session, run
 from tests.helpers import submit, up
 from xce_core import FairshareParams, JobState, SchedulerConfig, SchedulerCore, VirtualClock
-from xce_core._fairshare import ShareNode, dynamic_priority
+from xce_core._fairshare import ShareNode, dynamic_priority, settled
 
 GO = SessionBegin()
 HOUR = 3600.0
@@ -136,6 +136,24 @@ async def test_recalculation_due_follows_the_interval_from_the_last_one() -> Non
     await session(core)
     assert not core.recalculation_due(134.0)
     assert core.recalculation_due(135.0)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.one_of(
+        st.floats(min_value=1e-300, max_value=1e299, allow_nan=False),
+        # Exactly halfway between two 36-bit values: ties go to even.
+        st.tuples(st.integers(1 << 35, (1 << 36) - 1), st.integers(-60, 60)).map(
+            lambda m: math.ldexp((m[0] << 1) | 1, m[1] - 37)
+        ),
+    )
+)
+def test_usage_is_settled_to_36_bits_rounded_to_nearest_even(usage: float) -> None:
+    mantissa, exponent = math.frexp(usage)
+    exact = math.ldexp(
+        round(mantissa * (1 << 36)), exponent - 36
+    )  # exact: round() on an exact value
+    assert settled(usage) == exact
 
 
 # ------------------------------------------------------------ order

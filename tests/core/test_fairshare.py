@@ -26,6 +26,7 @@ from events import (
     LimitsConfig,
     QueueConfig,
     SessionBegin,
+    SessionEnd,
     ShareTree,
     UserGroup,
 )
@@ -34,6 +35,7 @@ from tests.core.test_sleep import SHAPES, ops_over, per_session, run
 from tests.helpers import submit, up
 from xce_core import FairshareParams, JobState, SchedulerConfig, SchedulerCore, VirtualClock
 from xce_core._fairshare import ShareNode, dynamic_priority, settled
+from xce_core._pending import PendingQueue
 
 GO = SessionBegin()
 HOUR = 3600.0
@@ -549,6 +551,57 @@ async def test_each_job_taken_is_the_first_of_a_reference_that_orders_accounts_t
             running.remove((job_id, user, tasks))
     add(second, "b")
     await check_session()
+
+
+recalc_steps = st.lists(
+    st.tuples(
+        st.sampled_from(["submit", "finish", "wait"]),
+        st.integers(0, 2),  # user, or which running job ends
+        st.sampled_from([1.0, 5.0, 30.0, 120.0]),  # seconds before the session
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(recalc_steps, st.integers(1, 3))
+async def test_a_recalculation_keys_lanes_again_as_a_rebuild_of_the_whole_order_would(
+    steps: list[tuple[str, int, float]], slots: int
+) -> None:
+    """A recalculation keys only the accounts' lanes again (jobs keep their
+    keys); rebuilding the whole order instead, as a queue change does, gives
+    the same decisions, in the same order, as usage accrues and decays (three
+    users with endless work on a small cluster, sessions at random gaps)."""
+
+    async def decide(rebuild: bool) -> list[Any]:
+        clock = VirtualClock()
+        params = FairshareParams(recalc_interval=5.0, hist_hours=0.02)
+        core = SchedulerCore(SchedulerConfig(picker="fairshare", fairshare=params), clock=clock)
+        core.apply(up("h", slots=slots))
+        out: list[Any] = []
+        running: list[str] = []
+        with pytest.MonkeyPatch.context() as patch:
+            if rebuild:
+                patch.setattr(PendingQueue, "reprioritised", PendingQueue.broken)
+            for n, (what, which, wait) in enumerate(steps):
+                if what == "submit":
+                    core.apply(submit(f"j{n}", user=f"u{which}"))
+                elif what == "finish" and running:
+                    core.apply(JobFinished(job_id=running.pop(which % len(running))))
+                clock.advance_to(clock.now() + wait)
+                core.apply(GO)
+                await core.run_session()
+                check_invariants(core)
+                decisions = core.take_decisions()
+                running += started(decisions)
+                out += [
+                    msgspec.structs.replace(d, elapsed_s=0.0) if isinstance(d, SessionEnd) else d
+                    for d in decisions
+                ]
+        return out
+
+    assert await decide(rebuild=False) == await decide(rebuild=True)
 
 
 async def test_a_share_tree_nested_too_deep_is_rejected_with_its_path() -> None:

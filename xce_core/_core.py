@@ -682,7 +682,9 @@ class SchedulerCore:
         if self._limits:
             self._limits.charge(job, job.claims, dict(job.shared_claims), -1)
         if self._fairshare.running:
-            self._fairshare.ended(job, self.clock.now())
+            risen = self._fairshare.ended(job, self.clock.now())
+            if risen is not None:
+                self._pending.lift(risen)
 
     def _drain_deferred(self) -> None:
         deferred, self._deferred = self._deferred, []

@@ -141,6 +141,10 @@ class PendingQueue:
         elif job.group is not None and job.group.asleep is not None:
             self._sleepers.cancelled(job.group)
 
+    def lift(self, account: ShareNode) -> None:
+        """``account``'s priority rose (a job of it ended): its lanes move up."""
+        self._order.lift((account,))
+
     def wake_all(self) -> None:
         """A worker, licence or limits event: every sleeping group wakes."""
         self._barren = False

@@ -882,7 +882,9 @@ class SchedulerCore:
         cache = scratch.cache
         failed = cache.entries
         allocate = self._dispatcher.allocate
-        limits = self._limits
+        # None without limits: no Limits.__bool__ call per job (benchmark B11
+        # of benchmarks/bench_fairshare.py counts three a job).
+        limits = self._limits if self._limits else None
         backfill = self._backfill
         pending = PENDING
         ctx: SchedContext | None = None
@@ -903,7 +905,7 @@ class SchedulerCore:
             if backfill is not None and (held := backfill.refused(job, scratch.now)) is not None:
                 self._pend(1, (job,), held, stats, cached=True)
                 continue
-            if limits and (held := limits.held(job)) is not None:
+            if limits is not None and (held := limits.held(job)) is not None:
                 # Over a limit whatever hosts it gets: no attempt (_limits.py).
                 self._pend_limited(job, held, stats)
                 continue
@@ -913,7 +915,11 @@ class SchedulerCore:
             else:
                 ctx.reset(job)
             try:
-                if limits.by_host and (rooms := limits.host_room(job)) is not None:
+                if (
+                    limits is not None
+                    and limits.by_host
+                    and (rooms := limits.host_room(job)) is not None
+                ):
                     within = await self._within_hosts(ctx, *rooms)
                     if isinstance(within, PendReason):
                         # It fits, only not within its host limits: not cached
@@ -934,7 +940,10 @@ class SchedulerCore:
                     self._pend(1, (job,), reason, stats, cached=False)
                     if backfill is not None:
                         await backfill.on_failure(job, scratch.now)
-                elif limits and (held := limits.check(job, ctx.journal, ctx.shared)) is not None:
+                elif (
+                    limits is not None
+                    and (held := limits.check(job, ctx.journal, ctx.shared)) is not None
+                ):
                     self._pend_limited(job, held, stats)
                     continue
                 elif (
@@ -1017,7 +1026,7 @@ class SchedulerCore:
             self._limits.charge(job, ctx.journal, ctx.shared, +1)
         fairshare = self._fairshare
         if fairshare.used and isinstance(job.group, FairGroup):
-            fairshare.started(job, fairshare.account(job.user, job.queue), self.scratch.now)
+            fairshare.started(job, fairshare.charged(job), self.scratch.now)
         stats.allocated += 1
         self._outbox.append(JobAllocated(session=stats.number, job_id=job.job_id, hosts=hosts))
         return True

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from events import ShareTree, UserGroup
 from xce_core._config import FairshareParams
@@ -63,6 +63,7 @@ MAX_DEPTH = 32
 
 # Bits of usage kept when it enters priorities (about 11 significant digits).
 _SETTLED_BITS = 36
+_BY_ORIGIN_HELD = 100_000  # origins whose account is memoised at most
 _SPLIT = float((1 << (53 - _SETTLED_BITS)) + 1)
 
 
@@ -294,6 +295,11 @@ class Fairshare:
         self.running: dict[Job, tuple[ShareNode, int]] = {}
         self._risen: set[ShareNode] = set()
         self.recalculated: float | None = None
+        # The account charged for a job of each origin (user, queue, project,
+        # priority, run limit: the tuple a job holds), as account() finds it:
+        # looked up at every start (benchmark B11 of
+        # benchmarks/bench_fairshare.py). Emptied when a tree is installed.
+        self.by_origin: dict[tuple[Any, ...], ShareNode] = {}
 
     @property
     def configured(self) -> bool:
@@ -365,6 +371,7 @@ class Fairshare:
         """Make ``tree`` the share tree of ``queue`` (``None``: the cluster's);
         ``None`` removes it. Usage carries over by user name; running jobs are
         charged to their new accounts by :meth:`recharge`."""
+        self.by_origin = {}
         old = self.cluster if queue is None else self.queues.get(queue)
         if tree is not None and old is not None:
             self._advance_all(old, now)
@@ -485,6 +492,17 @@ class Fairshare:
             else:
                 out.append(node)
         return out
+
+    def charged(self, job: Job) -> ShareNode:
+        """The account ``job``'s start charges (:meth:`account`, memoised by
+        the job's origin)."""
+        origin = job._origin
+        account = self.by_origin.get(origin)
+        if account is None:
+            if len(self.by_origin) >= _BY_ORIGIN_HELD:
+                self.by_origin = {}
+            account = self.by_origin[origin] = self.account(origin[0], origin[1])
+        return account
 
     def account(self, user: str, queue: str) -> ShareNode:
         """The account ``user``'s jobs in fairshare queue ``queue`` charge."""

@@ -108,6 +108,7 @@ def load_shares(
                 fairshare._implicit = tree
             case _:
                 fairshare.queues[tree_record.queue] = tree
+    fairshare.by_origin = {}  # accounts of the trees restored, found afresh
     fairshare._uids.next = record.next_uid
     fairshare.running = {jobs[index]: (nodes[uid], slots) for index, uid, slots in record.running}
     fairshare._risen = {nodes[uid] for uid in record.risen}

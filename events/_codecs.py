@@ -139,6 +139,14 @@ class EventDecoder(Generic[T]):
         """Bytes held for a partial item (what :meth:`close` would flush)."""
         return self._framer.buffered
 
+    def lines(self) -> list[range] | None:
+        """The 1-based input lines of the items the last :meth:`feed` or
+        :meth:`close` returned, bad ones included, in order: runs of
+        consecutive lines (a chunk without blank lines is one range). ``None``
+        for msgpack, which has no lines."""
+        framer = self._framer
+        return framer.lines if isinstance(framer, NdjsonFramer) else None
+
 
 @final
 class EventEncoder:

@@ -267,7 +267,16 @@ class NdjsonFramer:
     Not thread-safe; each method is synchronous and never blocks.
     """
 
-    __slots__ = ("_index", "_line", "_max", "_pending", "_runs", "_separator", "_skipping")
+    __slots__ = (
+        "_index",
+        "_line",
+        "_max",
+        "_pending",
+        "_runs",
+        "_separator",
+        "_skipping",
+        "lines",
+    )
 
     def __init__(self, type: Any, max_frame: int) -> None:
         marker = _new_marker()
@@ -286,6 +295,10 @@ class NdjsonFramer:
         self._skipping = False
         self._index = 0  # items emitted so far, bad ones included
         self._line = 0  # lines fully consumed so far
+        # The input lines of the items the last feed() or close() returned, in
+        # order: runs of consecutive lines as ranges, so the usual chunk (no
+        # blank line) costs one range, not a number per item.
+        self.lines: list[range] = []
 
     @property
     def buffered(self) -> int:
@@ -295,6 +308,7 @@ class NdjsonFramer:
     def feed(self, data: bytes | bytearray) -> list[Any]:
         """Decode every line completed by ``data``; keep the partial last line."""
         out: list[Any] = []
+        self.lines = []
         start = 0
         if self._skipping:
             newline = data.find(b"\n")
@@ -321,6 +335,7 @@ class NdjsonFramer:
     def close(self) -> list[Any]:
         """Decode a final line that lacks its newline, then reset to a fresh stream."""
         out: list[Any] = []
+        self.lines = []
         if self._pending and not self._skipping:
             self._decode_block(bytes(self._pending), out)
         self._pending.clear()
@@ -337,6 +352,7 @@ class NdjsonFramer:
             self._pending.clear()
             self._skipping = True
             out.append(BadEvent(self._index, self._line + 1, self._oversize()))
+            self.lines.append(range(self._line + 1, self._line + 2))
             self._index += 1
 
     def _oversize(self) -> str:
@@ -359,9 +375,11 @@ class NdjsonFramer:
         values, clean = self._runs.decode(joined, count, lambda: self._entries(block))
         if clean:
             out.extend(values)
+            self.lines.append(range(self._line + 1, self._line + count + 1))
             self._index += count
             self._line += count
             return
+        lines = self.lines
         for value in values:
             self._line += 1
             if value is None:
@@ -370,6 +388,10 @@ class NdjsonFramer:
                 out.append(BadEvent(self._index, self._line, value.error, value.job_id))
             else:
                 out.append(value)
+            if lines and lines[-1].stop == self._line:
+                lines[-1] = range(lines[-1].start, self._line + 1)
+            else:
+                lines.append(range(self._line, self._line + 1))
             self._index += 1
 
     def _entries(self, block: bytes) -> list[_Entry]:

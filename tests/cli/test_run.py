@@ -72,6 +72,40 @@ def test_a_bad_submission_is_rejected_under_its_job_id() -> None:
     assert [(r["index"], r["job_id"]) for r in rejected] == [(1, "bad"), (2, "ghost")]
 
 
+def test_rejections_the_core_raises_name_their_input_line() -> None:
+    # The core knows an event's index only; xce run adds the line (blank lines
+    # count as lines, not events), as the decoder does for malformed ones.
+    data = ndjson(
+        WORKERS[0],
+        job("a", 1),
+        "",
+        job("a", 1),  # duplicate id: line 4, index 2
+        "{not json",  # line 5, index 3
+        "",
+        "",
+        '{"type":"job_finished","job_id":"ghost"}',  # line 8, index 4
+        SESSION,
+    )
+    result = run(input=data)
+    assert result.returncode == 0, result.stderr
+    rejected = [d for d in parse(result.stdout) if d["type"] == "event_rejected"]
+    assert [(r["index"], r["line"]) for r in rejected] == [(2, 4), (3, 5), (4, 8)]
+    assert rejected[0]["error"] == "duplicate job id 'a'"
+
+
+def test_a_connection_s_rejections_name_its_lines(consumer_factory: list[Consumer]) -> None:
+    consumer = start(consumer_factory, "--listen", "tcp://:0", "--once")
+    match = re.fullmatch(
+        r"xce run: listening on tcp://127\.0\.0\.1:(\d+)\n", consumer.stderr_line()
+    )
+    assert match
+    with socket.create_connection(("127.0.0.1", int(match[1])), timeout=TIMEOUT) as conn:
+        conn.sendall(ndjson(*WORKERS, "", job("a", 2), job("a", 2), SESSION))
+    assert consumer.wait() == 0
+    (rejected,) = [d for d in consumer.rest() if d["type"] == "event_rejected"]
+    assert (rejected["index"], rejected["line"]) == (3, 5)
+
+
 def test_interactive_session_decisions_arrive_before_end_of_input(
     consumer_factory: list[Consumer],
 ) -> None:

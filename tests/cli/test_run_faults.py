@@ -97,7 +97,7 @@ def test_a_raising_state_method_through_xce_run(
         "type": "event_rejected",
         "index": 2,
         "error": "internal error: RuntimeError: worker_down is broken",
-        "line": None,
+        "line": 3,
     }
     assert [d["job_id"] for d in decisions if d["type"] == "job_allocated"] == ["a", "b"]
     (record,) = [r for r in caplog.records if r.name == "xce.run"]

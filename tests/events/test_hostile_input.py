@@ -46,6 +46,37 @@ def test_ndjson_any_chunking_gives_what_each_line_gives_alone(
 
 
 @HOSTILE
+@given(lines=strat.hostile_ndjson_lines(), cuts=CUTS, crlf=st.booleans(), end=st.booleans())
+def test_ndjson_lines_name_each_item_s_input_line_whatever_the_chunking(
+    lines: list[bytes], cuts: list[int], crlf: bool, end: bool
+) -> None:
+    # Each item's line as the reference finds it line by line (bad items carry
+    # it; a good one's is the line it alone was decoded from).
+    newline = b"\r\n" if crlf else b"\n"
+    data = newline.join(lines) + (newline if end else b"")
+    expected = [
+        number
+        for number, line in enumerate(data.split(b"\n"), start=1)
+        for _ in ndjson_alone(line + b"\n", SMALL_FRAME)
+    ]
+    decoder = EventDecoder(max_frame=SMALL_FRAME)
+    got: list[int] = []
+    for chunk in chunked(data, cuts):
+        items = decoder.feed(chunk)
+        runs = decoder.lines()
+        assert runs is not None
+        got += [number for run in runs for number in run]
+        assert sum(len(run) for run in runs) == len(items)
+    items = decoder.close()
+    runs = decoder.lines()
+    assert runs is not None
+    assert sum(len(run) for run in runs) == len(items)
+    got += [number for run in runs for number in run]
+    assert got == expected
+    assert EventDecoder("msgpack").lines() is None
+
+
+@HOSTILE
 @given(data=strat.hostile_msgpack_stream(SMALL_FRAME), cuts=CUTS)
 def test_msgpack_any_chunking_gives_what_each_frame_gives_alone(
     data: bytes, cuts: list[int]

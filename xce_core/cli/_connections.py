@@ -59,14 +59,30 @@ class Batch:
     read from stdin or a file (``connection=None``).
     """
 
-    __slots__ = ("_connection", "_done", "items")
+    __slots__ = ("_connection", "_done", "items", "lines")
 
     def __init__(
-        self, items: list[InputEvent | BadEvent], connection: _Connection | None = None
+        self,
+        items: list[InputEvent | BadEvent],
+        connection: _Connection | None = None,
+        lines: list[range] | None = None,
     ) -> None:
         self.items = items
+        # The items' input lines (NDJSON: EventDecoder.lines), for the
+        # rejections the core raises, which know only an event's index.
+        self.lines = lines
         self._connection = connection
         self._done = anyio.Event()
+
+    def line_of(self, position: int) -> int | None:
+        """The input line of ``items[position]``, when known."""
+        if self.lines is None:
+            return None
+        for run in self.lines:
+            if position < len(run):
+                return run[position]
+            position -= len(run)
+        return None
 
     def reply(self, data: bytes) -> None:
         """Queue ``data`` (encoded decisions) for the connection, with ``--reply``."""
@@ -247,7 +263,7 @@ class ConnectionServer:
                 self._report(f"xce run: closing {connection.name}: idle for {idle:g} s")
             items = decoder.close() if chunk is None else decoder.feed(chunk)
             if items:
-                batch = Batch(items, connection)
+                batch = Batch(items, connection, decoder.lines())
                 await send(batch)
                 await batch.wait_done()
             if chunk is None:

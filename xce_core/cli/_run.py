@@ -32,6 +32,7 @@ from events import (
     EventDecoder,
     EventEncoder,
     EventFormat,
+    EventRejected,
     InputEvent,
 )
 from xce_core import SchedulerCore, SchedulerLoop
@@ -106,6 +107,7 @@ class _Consumer:
     skip: int = 0
     observer: Observer | None = None
     batch: Batch | None = None  # the batch being applied: its hand-overs are replies
+    first: int = 0  # the core's index of that batch's first item
     loop: SchedulerLoop = field(init=False)
 
     def __post_init__(self) -> None:
@@ -125,6 +127,7 @@ class _Consumer:
         return None
 
     async def _apply(self, items: list[InputEvent | BadEvent]) -> int | None:
+        dropped = 0
         if self.skip:
             # Covered by the snapshot the core was restored from: the core
             # counts them already, and they must not be applied twice.
@@ -135,7 +138,9 @@ class _Consumer:
                 return None
         if self.observer is not None:
             self.observer.observe_events(items)
-        # The core numbers events, so indexes keep counting across connections.
+        # The core numbers events, so indexes keep counting across connections;
+        # a rejection it raises names the index, and _hand_over the line.
+        self.first = self.core.events_received - dropped
         bad = await self.loop.apply(items, strict=self.strict)
         if bad is None:
             return None
@@ -143,13 +148,28 @@ class _Consumer:
         return EXIT_BAD_EVENT
 
     async def _hand_over(self, decisions: list[Decision]) -> None:
-        """Write decisions; while a batch is applied, also hand them to it as replies."""
+        """Write decisions; while a batch is applied, also hand them to it as
+        replies, with the input line of each event the core rejected (the core
+        knows only its index)."""
+        batch = self.batch
+        if batch is not None and batch.lines is not None:
+            decisions = [_with_line(d, batch, self.first) for d in decisions]
         if self.observer is not None:
             self.observer.observe_decisions(decisions, self.core)
         data = self.encoder.encode_many(decisions)
-        if self.batch is not None:
-            self.batch.reply(data)
+        if batch is not None:
+            batch.reply(data)
         await self.write(data)
+
+
+def _with_line(decision: Decision, batch: Batch, first: int) -> Decision:
+    """``decision`` with the input line of the event it rejects, when the core
+    raised it (``line`` unknown) for an event of ``batch``, whose first item
+    had index ``first``."""
+    if type(decision) is not EventRejected or decision.line is not None:
+        return decision
+    line = batch.line_of(decision.index - first) if decision.index >= first else None
+    return decision if line is None else msgspec.structs.replace(decision, line=line)
 
 
 async def consume(
@@ -271,10 +291,10 @@ async def _read_stream(
                 break
             items = decoder.feed(chunk)
             if items:
-                await send.send(Batch(items))
+                await send.send(Batch(items, lines=decoder.lines()))
     rest = decoder.close()
     if rest:
-        await send.send(Batch(rest))
+        await send.send(Batch(rest, lines=decoder.lines()))
 
 
 async def _tick(interval: float, send: anyio.abc.ObjectSendStream[_Message]) -> None:

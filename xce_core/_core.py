@@ -176,6 +176,9 @@ class SchedulerCore:
             else None
         )
         self._outbox: list[Decision] = []
+        # event_rejected decisions raised here, knowing no input line
+        # (rejections_unplaced).
+        self._unplaced = 0
         self._deferred: list[tuple[int, InputEvent]] = []
         self._index = 0
         self._on_internal_error = on_internal_error
@@ -230,6 +233,14 @@ class SchedulerCore:
         """How many decisions :meth:`take_decisions` would return now (during a
         session too: those it made so far, in order, final)."""
         return len(self._outbox)
+
+    @property
+    def rejections_unplaced(self) -> int:
+        """How many ``event_rejected`` decisions the core raised itself (an
+        event inconsistent with the state, or a fault), which name an index
+        but no input line: a driver that knows its input's lines can add
+        them, and needs to look only when this count moved."""
+        return self._unplaced
 
     @property
     def events_received(self) -> int:
@@ -427,6 +438,7 @@ class SchedulerCore:
             # The job events name their job; the others leave job_id unset.
             named = getattr(event, "job_id", UNSET)
             self._outbox.append(EventRejected(index=idx, error=str(exc), job_id=named))
+            self._unplaced += 1
             return
         text = internal_error_text(exc)
         if isinstance(event, JobSubmitted):
@@ -434,6 +446,7 @@ class SchedulerCore:
         else:
             named = getattr(event, "job_id", UNSET)
             self._fault(exc, EventRejected(index=idx, error=text, job_id=named))
+            self._unplaced += 1
         # The event may have been applied part of the way (a job ended in
         # the state, its sleepers not told): nothing derived is trusted. Every
         # sleeping group wakes and the order is built again, so the next
@@ -791,6 +804,7 @@ class SchedulerCore:
             self._pending.broken()  # a heap operation may have raised midway
             where = f"session {stats.number} stopped: "
             self._fault(exc, EventRejected(index=asked_by, error=internal_error_text(exc, where)))
+            self._unplaced += 1
         finally:
             if self._in_session:
                 end = self._end_session(stats, started, complete)

@@ -108,6 +108,7 @@ class _Consumer:
     observer: Observer | None = None
     batch: Batch | None = None  # the batch being applied: its hand-overs are replies
     first: int = 0  # the core's index of that batch's first item
+    unplaced: int = 0  # SchedulerCore.rejections_unplaced when last looked at
     loop: SchedulerLoop = field(init=False)
 
     def __post_init__(self) -> None:
@@ -152,8 +153,13 @@ class _Consumer:
         replies, with the input line of each event the core rejected (the core
         knows only its index)."""
         batch = self.batch
-        if batch is not None and batch.lines is not None:
-            decisions = [_with_line(d, batch, self.first) for d in decisions]
+        unplaced = self.core.rejections_unplaced
+        if unplaced != self.unplaced:
+            # Only when the core rejected something since the last look: a
+            # session's decisions are not walked (B1's 500,000 would cost 46 ms).
+            self.unplaced = unplaced
+            if batch is not None and batch.lines is not None:
+                decisions = [_with_line(d, batch, self.first) for d in decisions]
         if self.observer is not None:
             self.observer.observe_decisions(decisions, self.core)
         data = self.encoder.encode_many(decisions)

@@ -325,7 +325,9 @@ class PolicyOrder:
         # neither settled whole nor emptied this session (``live``: past that,
         # a lane holds nothing to take, and is not walked).
         lanes = self.lanes.heap
-        live = len(self.fair) if fair else 0
+        # (A queued group whose members were all cancelled since is not
+        # counted: nothing of it will surface to settle it.)
+        live = sum(1 for group in self.fair if group.live) if fair else 0
         # Top-level share accounts a job of the batch may charge; lanes taken
         # from since the batch began, out of ``lanes`` until it is decided, by
         # the key of their next member before that charge (the smallest it can

@@ -338,19 +338,24 @@ class PolicyOrder:
         try:
             async with send:
                 batch: list[Item] = []
+                decide = False  # hand the batch over before looking further
                 while True:
+                    if decide:
+                        decide = False
+                        await send.send(batch)
+                        if stats.stopped_by_fifo:
+                            return
+                        batch = []
+                        if charging:
+                            charging.clear()
+                            mark = _release(held, lanes)
                     if live and (lanes or held):
                         entry = lanes[0] if lanes else None
                         if held and (entry is None or held[0] < entry):
                             if not heap or held[0] < heap[0]:
                                 # A lane taken from comes first: its account's
                                 # charge must be known. Decide the batch.
-                                await send.send(batch)
-                                if stats.stopped_by_fifo:
-                                    return
-                                batch = []
-                                charging.clear()
-                                mark = _release(held, lanes)
+                                decide = True
                                 continue
                             entry = None
                         elif entry is not None and heap and heap[0] < entry:
@@ -406,12 +411,7 @@ class PolicyOrder:
                             # A job of the batch may lower this account's
                             # priority (a group above it): decide the batch
                             # first, then look again.
-                            await send.send(batch)
-                            if stats.stopped_by_fifo:
-                                return
-                            batch = []
-                            charging.clear()
-                            mark = _release(held, lanes)
+                            decide = True
                             continue
                         assert run is not None
                         fgroup = run.group
@@ -457,13 +457,7 @@ class PolicyOrder:
                     else:
                         break
                     if len(batch) >= batch_size:
-                        await send.send(batch)
-                        if stats.stopped_by_fifo:
-                            return
-                        batch = []
-                        if charging:
-                            charging.clear()
-                            mark = _release(held, lanes)
+                        decide = True
                         batch_size = min(batch_size * 2, limit)
                 if batch:
                     await send.send(batch)

@@ -160,8 +160,7 @@ class Lane:
         heap = self.heap
         heapq.heappush(heap, (*job.key, run.group.gid, run.ticket, run))
         if len(heap) > self.bound:
-            self.heap = heap = _valid(heap)
-            self.bound = max(_BOUND, 2 * len(heap))
+            self.bound = _compact(heap)
 
     def first_run(self) -> AccountRun | None:
         """The run with the first member not taken, its entry keyed afresh if
@@ -217,16 +216,17 @@ class Lane:
     def held_key(self) -> tuple[Any, ...] | None:
         """The lane's key after its batch was decided, for a lane held since
         :meth:`key_of` keyed it by its next member (nothing takes from a held
-        lane or drops a run from it): for a flat account only its priority
-        may have changed (no look at its runs: once a take in benchmark B12
-        of benchmarks/bench_fairshare.py)."""
+        lane or drops a run from it). For a flat account only the priority
+        may have changed: :meth:`key_of`'s rule, without looking at the runs
+        again (3% of benchmark B11's instructions in
+        benchmarks/bench_fairshare.py, one release a take)."""
         account = self.account
-        if account.depth != 1 or self.keyed is None:
+        key = self.keyed
+        if account.depth != 1 or key is None:
             run = self.first_run()
             return None if run is None else self.key_of(run)
         priority = account.priority
         if priority != self.priority:
-            key = self.keyed
             self.priority = priority
             self.computed = (key[0], key[1], -priority, 0, *key[2:])
         return self.computed
@@ -272,10 +272,31 @@ class Lanes:
         if len(heap) > self.bound:
             # Entries left behind by lanes entered again pile up where no
             # merge reaches them (benchmark B12 of benchmarks/bench_fairshare.py
-            # enters about 2,000 lanes again a session): out, once they are
-            # as many as the valid ones (amortised O(1) a push).
-            heap[:] = _valid(heap)
-            self.bound = max(_BOUND, 2 * len(heap))
+            # enters about 2,000 lanes again a session).
+            self.bound = _compact(heap)
+
+    def enter(self, run: AccountRun) -> None:
+        """(Re)enter ``run`` in its lane, and the lane in the order if its key
+        may be smaller now."""
+        run.lane.push(run)
+        self.touch(run.lane)
+
+    def lift(self, accounts: Iterable[ShareNode]) -> None:
+        """These accounts' priority rose (between sessions): their lanes move up,
+        in the order given."""
+        touch = self.touch
+        for account in accounts:
+            for lane in account.lanes.values():
+                touch(lane)
+
+    def relane(self) -> None:
+        """Every lane in the order keyed again, at once (every account's
+        priority changed: a fairshare recalculation; runs are keyed by their
+        jobs' keys, which did not)."""
+        entered = [entry[-1] for entry in self.heap if entry[-2] == entry[-1].ticket]
+        self.clear()
+        for lane in entered:
+            self.touch(lane)
 
     def clear(self) -> None:
         """Empty the order's side (a rebuild enters every lane again)."""
@@ -332,8 +353,7 @@ class FairGroup(JobGroup):
                 run.head = min(run.head, at)
                 run.pos = at
         if at <= run.pos or not run.inlane or run.first() is job:
-            run.lane.push(run)
-            self.lanes.touch(run.lane)
+            self.lanes.enter(run)
 
     def rekey(self) -> None:
         """Every run rewound and entered again (after every account's priority
@@ -343,8 +363,7 @@ class FairGroup(JobGroup):
         for run in self.runs.values():
             run.touched = False
             run.rewind()
-            run.lane.push(run)
-            self.lanes.touch(run.lane)
+            self.lanes.enter(run)
 
     def forget(self) -> None:
         """Let go of every member and run (see :meth:`JobGroup.forget`): the
@@ -388,12 +407,10 @@ class FairGroup(JobGroup):
             # benchmarks/bench_fairshare.py rewinds about 1,000 runs a session,
             # nearly all of whose members started).
             if (run.pos < pos or not run.inlane) and self.runs.get(run.account.uid) is run:
-                run.lane.push(run)
-                lanes.touch(run.lane)
+                lanes.enter(run)
         for run in out:
             if not run.inlane and self.runs.get(run.account.uid) is run:
-                run.lane.push(run)
-                lanes.touch(run.lane)
+                lanes.enter(run)
         self.taken = []
 
     def take(self, run: AccountRun) -> Job:
@@ -424,14 +441,6 @@ class FairGroup(JobGroup):
         return f"FairGroup(fp={self.fingerprint}, live={self.live}, runs={len(self.runs)})"
 
 
-def lift(lanes: Lanes, accounts: Iterable[ShareNode]) -> None:
-    """These accounts' priority rose (between sessions): their lanes move up."""
-    touch = lanes.touch
-    for account in accounts:
-        for lane in account.lanes.values():
-            touch(lane)
-
-
 def _job_key(job: Job) -> tuple[Any, ...]:
     return job.key
 
@@ -439,8 +448,11 @@ def _job_key(job: Job) -> tuple[Any, ...]:
 _BOUND = 64
 
 
-def _valid(heap: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """``heap``'s valid entries (those whose ticket is their owner's), as a heap."""
-    kept = [entry for entry in heap if entry[-2] == entry[-1].ticket]
-    heapq.heapify(kept)
-    return kept
+def _compact(heap: list[tuple[Any, ...]]) -> int:
+    """Keep only ``heap``'s valid entries (those whose ticket is their
+    owner's), in place, and return the size past which to compact it again:
+    once stale entries are as many as the valid ones (amortised O(1) a
+    push)."""
+    heap[:] = [entry for entry in heap if entry[-2] == entry[-1].ticket]
+    heapq.heapify(heap)
+    return max(_BOUND, 2 * len(heap))

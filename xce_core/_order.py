@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, final
 
-from xce_core._fairgroup import FairGroup, Lane, Lanes, lift
+from xce_core._fairgroup import FairGroup, Lane, Lanes
 from xce_core._model import PENDING, Job, JobGroup, Queue
 from xce_core._pickers import Picker
 from xce_core._registry import Registry
@@ -225,7 +225,7 @@ class PolicyOrder:
     def lift(self, accounts: Iterable[ShareNode]) -> None:
         """These accounts' priority rose (between sessions): their lanes move up
         now, in the order given (the same pushes wherever it runs: R6)."""
-        lift(self.lanes, accounts)
+        self.lanes.lift(accounts)
 
     def submitted(self, job: Job) -> None:
         """A pending job joined its (awake) group: queue the group, or re-key it
@@ -256,14 +256,8 @@ class PolicyOrder:
         self.broken = False
 
     def relane(self) -> None:
-        """Every lane keyed again, at once (after every account's priority
-        changed: a fairshare recalculation). Runs are keyed by their jobs'
-        keys, which did not change: only the lanes move."""
-        lanes = self.lanes
-        entered = [entry[-1] for entry in lanes.heap if entry[-2] == entry[-1].ticket]
-        lanes.clear()
-        for lane in entered:
-            lanes.touch(lane)
+        """Every lane keyed again (a fairshare recalculation: :meth:`Lanes.relane`)."""
+        self.lanes.relane()
 
     def finish(self) -> list[JobGroup]:
         """End a session: the groups it covered (each to be re-queued or put to

@@ -484,8 +484,7 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
     for group in groups.values():
         if isinstance(group, FairGroup):
             for run in group.runs.values():
-                run.lane.push(run)
-                state.lanes.touch(run.lane)
+                state.lanes.enter(run)
             if group.queued:
                 order.fair.add(group)
     order.broken = snap.order_broken

@@ -27,8 +27,9 @@ FCFS within the account. Users are ordered, not jobs:
   session never hands one user the cluster while others with equal shares
   wait; the order learns it lazily: a lane whose key grew is re-keyed when it
   surfaces (:mod:`xce_core._order`);
-- a job that ends raises its account's priority: the account's lanes are
-  entered again before the next session (:meth:`Fairshare.take_risen`);
+- a job that ends raises its account's priority: a top-level account's lanes
+  move up as the event is applied (:meth:`Fairshare.ended`), the accounts
+  under a group once, before the next session (:meth:`Fairshare.take_risen`);
 - usage history enters priorities at each recalculation, every
   ``recalc_interval`` seconds of the clock (0: every session), when the whole
   order is re-keyed, like Slurm's PriorityCalcPeriod. Between two, only the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 __all__ = ["BACKFILL_MODES", "FairshareParams", "SchedulerConfig"]
@@ -69,7 +70,12 @@ class SchedulerConfig:
     - ``fairshare``: the ``fairshare`` picker's factors and recalculation
       interval (:class:`FairshareParams`).
     - ``batch_size``: jobs per message from the picker task to the allocator task.
-    - ``yield_every``: iterator steps between full yields to the event loop.
+    - ``yield_every``: plan and host steps between looks at the pacing budget.
+    - ``yield_interval``: seconds of session work between full yields to the
+      event loop, looked at every ``yield_every`` steps (``0``: yield every
+      ``yield_every`` steps). Other tasks on the loop wait at most about this
+      long while a session runs; a cancellation from an enclosing scope
+      arrives within it. Pacing never changes a decision.
     - ``session_interval``: for long-running consumers, run a session every so
       many seconds when something changed (``None``: only on ``session_begin``).
     """
@@ -85,6 +91,7 @@ class SchedulerConfig:
     fairshare: FairshareParams = FairshareParams()
     batch_size: int = 256
     yield_every: int = 64
+    yield_interval: float = 0.001
     session_interval: float | None = None
 
     def __post_init__(self) -> None:
@@ -98,5 +105,7 @@ class SchedulerConfig:
             raise ValueError("batch_size must be at least 1")
         if self.yield_every < 1:
             raise ValueError("yield_every must be at least 1")
+        if not 0 <= self.yield_interval < math.inf:
+            raise ValueError("yield_interval must be a finite number of seconds, at least 0")
         if self.session_interval is not None and self.session_interval <= 0:
             raise ValueError("session_interval must be positive")

@@ -166,7 +166,7 @@ class SchedulerCore:
             self.state,
             StaticSelectMemo(),
             UnsatisfiableCache(enabled=self.config.unsatisfiable_cache),
-            pacer=Pacer(self.config.yield_every),
+            pacer=Pacer(self.config.yield_every, self.config.yield_interval),
         )
         self._backfill = (
             Reservations(

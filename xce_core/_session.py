@@ -9,8 +9,9 @@ cursors and the cache rely on.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.lowlevel
@@ -48,32 +49,51 @@ class Pacer:
     """The budget behind every plan and host step of a session.
 
     Each step calls :meth:`tick`: a counter increment and a flag test, no await.
-    Every ``every`` steps (``SchedulerConfig.yield_every``), and at the first
-    step after ``cancel_session()`` set :attr:`interrupt`, ``tick`` tells the
-    caller to await :meth:`pause`, which yields to the loop and delivers any
-    pending cancellation, or :class:`SessionInterrupted` once the session was
-    interrupted. So a step is a cancellation point only when ``tick`` says so:
+    Every ``every`` steps (``SchedulerConfig.yield_every``) ``tick`` looks at the
+    budget: with no ``interval`` it tells the caller to await :meth:`pause`, which
+    yields to the loop and delivers any pending cancellation, or
+    :class:`SessionInterrupted` once the session was interrupted. With an
+    ``interval`` (``SchedulerConfig.yield_interval``, seconds on ``clock``) it
+    asks only once that long has passed since the session began or last
+    yielded: Req 2.6's "every N steps or T µs", so a session of wide jobs does
+    not pay a loop round trip every few microseconds of work (about 7% of the
+    replay of benchmarks/bench_simulate_big.py), and other tasks still wait
+    at most ``interval`` plus ``every`` steps. At the first step after
+    ``cancel_session()`` set :attr:`interrupt`, ``tick`` asks at once. So a
+    step is a cancellation point only when ``tick`` says so:
     ``cancel_session()`` stops a session at its next step, while a cancellation
-    from an enclosing scope arrives at the next budgeted checkpoint (at most
-    ``every`` steps later) or at any other await of the session, whichever
-    comes first.
+    from an enclosing scope arrives at the next budgeted checkpoint or at any
+    other await of the session, whichever comes first.
     """
 
-    __slots__ = ("count", "every", "interrupt")
+    __slots__ = ("clock", "count", "due", "every", "interrupt", "interval")
 
-    def __init__(self, every: int = 64) -> None:
+    def __init__(
+        self, every: int = 64, interval: float = 0.0, clock: Callable[[], float] = perf_counter
+    ) -> None:
         self.every = every
+        self.interval = interval
+        self.clock = clock
+        self.count = 0
+        self.due = 0.0
+        self.interrupt = False
+
+    def restart(self) -> None:
+        """Start a session's budget afresh: no step counted, not interrupted, the
+        interval counted from now."""
         self.count = 0
         self.interrupt = False
+        if self.interval:
+            self.due = self.clock() + self.interval
 
     def tick(self) -> bool:
         """Count one step without awaiting; ``True`` means the caller must now
-        ``await anyio.lowlevel.checkpoint()`` (budget spent, or the session was
-        cancelled: then every step says so until the session ends)."""
+        await :meth:`pause` (budget spent, or the session was cancelled: then
+        every step says so until the session ends)."""
         self.count += 1
         if self.count >= self.every or self.interrupt:
             self.count = 0
-            return True
+            return not self.interval or self.interrupt or self.clock() >= self.due
         return False
 
     async def pause(self) -> None:
@@ -84,13 +104,15 @@ class Pacer:
         await anyio.lowlevel.checkpoint()
         if self.interrupt:
             raise SessionInterrupted
+        if self.interval:
+            self.due = self.clock() + self.interval
 
     def burst(self, steps: int) -> int:
         """Right after :meth:`tick`: how many of the next ``steps`` steps, the one
-        just ticked included, may run before the budget calls for a checkpoint
-        (one while a cancellation is pending). The caller runs them without
-        ticking, then counts the extra ones with :meth:`spend`: the same
-        checkpoints as a tick per step."""
+        just ticked included, may run before the budget is looked at again (one
+        while a cancellation is pending). The caller runs them without ticking,
+        then counts the extra ones with :meth:`spend`: the same checkpoints as a
+        tick per step."""
         if self.interrupt:
             return 1
         return min(steps, self.every - self.count)
@@ -239,8 +261,7 @@ class SessionScratch:
         self._failed_at.clear()
         self._keys = 0
         self._commits = 0
-        self.pacer.count = 0
-        self.pacer.interrupt = False
+        self.pacer.restart()
         self._measured = False
         self._max_free = -1
 

@@ -132,6 +132,9 @@ class ConfigRecord(msgspec.Struct, forbid_unknown_fields=True):
     yield_every: int
     session_interval: float | None
     fairshare: FairshareParams = FairshareParams()
+    # Snapshots written before the field restore with the default time budget
+    # (pacing never changes a decision).
+    yield_interval: float = 0.001
 
 
 class ReservationRecord(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):

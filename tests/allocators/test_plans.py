@@ -20,6 +20,7 @@ from tests.helpers import up
 from xce_core import parse_resreq
 from xce_core._context import SchedContext
 from xce_core._iterators import _place_plan
+from xce_core._session import SessionInterrupted
 from xce_core.plugin import PlanStream, PrimaryRequest, Status, Want, balanced_partition
 from xce_core.resreq import Primary, Span
 
@@ -107,6 +108,7 @@ async def test_with_a_budget_of_one_every_plan_step_is_a_cancellation_point() ->
     core = build([up("a")])
     ctx = context_for(core)
     ctx.session.pacer.every = 1  # yield to the loop on every step
+    ctx.session.pacer.interval = 0
     stream = PlanStream(ctx, balanced_plans(10**6))
     taken = 0
     with anyio.CancelScope() as scope:
@@ -226,6 +228,7 @@ async def test_an_outer_cancellation_arrives_at_the_next_budgeted_checkpoint() -
     core = build([up("a")])
     ctx = context_for(core)
     ctx.session.pacer.every = 8
+    ctx.session.pacer.interval = 0  # a budget of steps alone
     stream = PlanStream(ctx, balanced_plans(10**6))
     taken = 0
     with anyio.CancelScope() as scope:
@@ -235,6 +238,42 @@ async def test_an_outer_cancellation_arrives_at_the_next_budgeted_checkpoint() -
     assert scope.cancelled_caught
     assert taken == 7  # the 8th step spent the budget, checkpointed, and stopped
     await stream.aclose()
+
+
+async def test_with_a_time_budget_steps_yield_once_the_interval_has_passed() -> None:
+    """With ``yield_interval`` the budget is looked at every ``every`` steps and
+    spent only once the interval has passed since the session began or last
+    yielded (a fake clock here): a cancellation the session was not told about
+    waits for that, then arrives at the next look; cancel_session() still stops
+    the very next step."""
+    now = [0.0]
+    core = build([up("a")])
+    ctx = context_for(core)
+    pacer = ctx.session.pacer
+    pacer.every, pacer.interval, pacer.clock = 8, 1.0, lambda: now[0]
+    pacer.restart()  # the interval runs from t=0
+    stream = PlanStream(ctx, balanced_plans(10**6))
+    taken = 0
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        async for _ in stream:
+            taken += 1
+            if taken == 20:
+                now[0] = 1.5  # the interval has passed: the 24th step yields
+    assert scope.cancelled_caught
+    assert taken == 23
+    await stream.aclose()
+
+    pacer.restart()  # due at t=2.5
+    assert [pacer.tick() for _ in range(16)] == [False] * 16
+    now[0] = 2.5
+    assert [pacer.tick() for _ in range(8)] == [False] * 7 + [True]
+    await pacer.pause()  # due again at t=3.5
+    assert [pacer.tick() for _ in range(8)] == [False] * 8
+    pacer.interrupt = True
+    assert pacer.tick()
+    with pytest.raises(SessionInterrupted):
+        await pacer.pause()
 
 
 def _placeable(plan: tuple[int, ...], caps: list[int]) -> bool:
@@ -268,6 +307,7 @@ async def test_a_plan_of_equal_buckets_is_paced_a_step_per_host() -> None:
     def attempt() -> tuple[SchedContext, PrimaryRequest]:
         ctx = context_for(core)
         ctx.session.pacer.every = 8
+        ctx.session.pacer.interval = 0
         return ctx, PrimaryRequest(primary, 20, (), ctx.session.candidates(primary))
 
     ctx, request = attempt()

@@ -193,7 +193,7 @@ def big_stream(jobs: int) -> list[object]:
 async def test_a_streamed_session_is_handed_over_in_pieces_as_it_runs() -> None:
     # yield_every=1: the session yields at every step, so the hand-over task
     # runs while it does (as it would in a long session).
-    config = SchedulerConfig(yield_every=1)
+    config = SchedulerConfig(yield_every=1, yield_interval=0)
     whole, pieces = Sink(), SlowSink()
     await SchedulerLoop(SchedulerCore(config), whole).apply([*big_stream(4000), GO])
     streamed = SchedulerLoop(SchedulerCore(config), pieces, stream_from=100)
@@ -213,7 +213,9 @@ async def test_a_streamed_sessions_sink_error_is_raised_as_itself() -> None:
     async def refuse(decisions: list[Decision]) -> None:
         raise Refused
 
-    loop = SchedulerLoop(SchedulerCore(SchedulerConfig(yield_every=1)), refuse, stream_from=10)
+    loop = SchedulerLoop(
+        SchedulerCore(SchedulerConfig(yield_every=1, yield_interval=0)), refuse, stream_from=10
+    )
     try:
         await loop.apply([*big_stream(400), GO])
     except Refused:

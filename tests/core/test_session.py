@@ -208,7 +208,7 @@ async def test_external_cancellation_propagates_and_emits_session_end() -> None:
 
 
 async def test_long_session_yields_to_other_tasks() -> None:
-    core = SchedulerCore(SchedulerConfig(yield_every=8))
+    core = SchedulerCore(SchedulerConfig(yield_every=8, yield_interval=0))
     await process_events(
         [up(f"h{i}", 4) for i in range(200)] + [submit(f"j{i}") for i in range(2000)],
         core=core,
@@ -331,7 +331,7 @@ async def test_jobs_of_one_shape_pend_together_and_report_once(cache: bool) -> N
 async def test_cancel_during_real_allocation_leaves_only_whole_allocations() -> None:
     from tests.core.test_invariants import check_invariants
 
-    core = SchedulerCore(SchedulerConfig(yield_every=1))
+    core = SchedulerCore(SchedulerConfig(yield_every=1, yield_interval=0))
     events = [up(f"h{i}", 1) for i in range(64)]
     events += [submit(f"j{i}", tasks=1 + i % 7) for i in range(200)]
     await process_events(events, core=core)
@@ -361,7 +361,7 @@ async def test_cancel_of_an_inline_session_stops_at_its_next_step(strict_fifo: b
     next plan or host step, with only whole allocations left behind."""
     from tests.core.test_invariants import check_invariants
 
-    core = SchedulerCore(SchedulerConfig(yield_every=1, strict_fifo=strict_fifo))
+    core = SchedulerCore(SchedulerConfig(yield_every=1, yield_interval=0, strict_fifo=strict_fifo))
     events = [up(f"h{i}", 1) for i in range(64)]
     # Every job fits: a session that ran to its end would start all 40.
     events += [submit(f"j{i}", tasks=1 + i % 2) for i in range(40)]

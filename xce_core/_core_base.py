@@ -28,11 +28,13 @@ from xce_core._faults import InternalErrorHook
 from xce_core._limits import Limits
 from xce_core._model import Job
 from xce_core._order import OrderKeys, QueueKeys
+from xce_core._pacer import Pacer
 from xce_core._pending import PendingQueue
 from xce_core._registry import Registry, default_registry
 from xce_core._reservations import Reservations
 from xce_core._results import SessionStats
-from xce_core._session import Pacer, SessionScratch, StaticSelectMemo
+from xce_core._select_memo import StaticSelectMemo
+from xce_core._session import SessionScratch
 from xce_core._state import ClusterState
 
 __all__ = ["CoreBase", "QueueSeen"]

@@ -1,4 +1,4 @@
-"""Per-session scratch: select memo, candidate lists, host cursors, the cache, pacing.
+"""Per-session scratch: candidate lists, host cursors, the cache, pend reasons.
 
 Everything here is reset by :meth:`SessionScratch.begin` strictly before a
 session's picker and allocator tasks start (Req 7.2), and is only valid while
@@ -9,23 +9,22 @@ cursors and the cache rely on.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
-
-import anyio.lowlevel
 
 from xce_core._cache import UnsatisfiableCache
 from xce_core._cursor import HostCursor
 from xce_core._model import SLOTS, Worker, shortfall, tasks_that_fit
+from xce_core._pacer import Pacer
 from xce_core._results import PendReason, Reason, Want
+from xce_core._select_memo import StaticSelectMemo
 from xce_core.resreq import OrderKey, Primary, SelectExpr, Span
 
 if TYPE_CHECKING:
     from xce_core._state import ClusterState
 
-__all__ = ["CandidateSet", "Claims", "Pacer", "SessionInterrupted", "SessionScratch"]
+__all__ = ["CandidateSet", "Claims", "SessionScratch"]
 
 
 class Claims(Protocol):
@@ -35,91 +34,6 @@ class Claims(Protocol):
     def shortfall(self, worker: Worker, slots: int, want: Want) -> str | None: ...
 
     def tasks_that_fit(self, worker: Worker, want: Want) -> int: ...
-
-
-class SessionInterrupted(BaseException):
-    """Raised by :meth:`Pacer.pause` in a session that ``cancel_session()``
-    interrupted and that runs without a cancel scope of its own (an inline
-    session, see ``SchedulerCore.run_session``). A ``BaseException``, like a
-    cancellation, so no ``except Exception`` on the way takes it for a fault;
-    ``run_session`` catches it."""
-
-
-class Pacer:
-    """The budget behind every plan and host step of a session.
-
-    Each step calls :meth:`tick`: a counter increment and a flag test, no await.
-    Every ``every`` steps (``SchedulerConfig.yield_every``) ``tick`` looks at the
-    budget: with no ``interval`` it tells the caller to await :meth:`pause`, which
-    yields to the loop and delivers any pending cancellation, or
-    :class:`SessionInterrupted` once the session was interrupted. With an
-    ``interval`` (``SchedulerConfig.yield_interval``, seconds on ``clock``) it
-    asks only once that long has passed since the session began or last
-    yielded: Req 2.6's "every N steps or T µs", so a session of wide jobs does
-    not pay a loop round trip every few microseconds of work (about 7% of the
-    replay of benchmarks/bench_simulate_big.py), and other tasks still wait
-    at most ``interval`` plus ``every`` steps. At the first step after
-    ``cancel_session()`` set :attr:`interrupt`, ``tick`` asks at once. So a
-    step is a cancellation point only when ``tick`` says so:
-    ``cancel_session()`` stops a session at its next step, while a cancellation
-    from an enclosing scope arrives at the next budgeted checkpoint or at any
-    other await of the session, whichever comes first.
-    """
-
-    __slots__ = ("clock", "count", "due", "every", "interrupt", "interval")
-
-    def __init__(
-        self, every: int = 64, interval: float = 0.0, clock: Callable[[], float] = perf_counter
-    ) -> None:
-        self.every = every
-        self.interval = interval
-        self.clock = clock
-        self.count = 0
-        self.due = 0.0
-        self.interrupt = False
-
-    def restart(self) -> None:
-        """Start a session's budget afresh: no step counted, not interrupted, the
-        interval counted from now."""
-        self.count = 0
-        self.interrupt = False
-        if self.interval:
-            self.due = self.clock() + self.interval
-
-    def tick(self) -> bool:
-        """Count one step without awaiting; ``True`` means the caller must now
-        await :meth:`pause` (budget spent, or the session was cancelled: then
-        every step says so until the session ends)."""
-        self.count += 1
-        if self.count >= self.every or self.interrupt:
-            self.count = 0
-            return not self.interval or self.interrupt or self.clock() >= self.due
-        return False
-
-    async def pause(self) -> None:
-        """The checkpoint a :meth:`tick` asked for: ``anyio.lowlevel.checkpoint()``,
-        then :class:`SessionInterrupted` if ``cancel_session()`` was called (a
-        session in a cancel scope of its own is cancelled by the checkpoint
-        first)."""
-        await anyio.lowlevel.checkpoint()
-        if self.interrupt:
-            raise SessionInterrupted
-        if self.interval:
-            self.due = self.clock() + self.interval
-
-    def burst(self, steps: int) -> int:
-        """Right after :meth:`tick`: how many of the next ``steps`` steps, the one
-        just ticked included, may run before the budget is looked at again (one
-        while a cancellation is pending). The caller runs them without ticking,
-        then counts the extra ones with :meth:`spend`: the same checkpoints as a
-        tick per step."""
-        if self.interrupt:
-            return 1
-        return min(steps, self.every - self.count)
-
-    def spend(self, steps: int) -> None:
-        """Count ``steps`` steps run within a :meth:`burst` after its first."""
-        self.count += steps
 
 
 @dataclass(slots=True, eq=False)
@@ -140,83 +54,6 @@ class CandidateSet:
     # Tasks per host every member takes, when span[ptile=...] depends on the
     # host ('!' or per type/model values): see SessionScratch.ptile_groups.
     ptile: int | None = None
-
-
-class StaticSelectMemo:
-    """Hosts matching each select that reads only static attributes, kept across
-    sessions until the workers change (``version``).
-
-    Bounded: it holds at most ``max_refs`` worker references in all (distinct
-    selects × matching hosts would otherwise grow without limit under a stream
-    of distinct requirements); past that, the least recently used selects go.
-    """
-
-    __slots__ = ("_entries", "_refs", "max_refs")
-
-    def __init__(self, max_refs: int = 2_000_000) -> None:
-        self.max_refs = max_refs
-        # text -> [version, hosts in canonical order, the same as a set or None]
-        self._entries: dict[str | None, list[Any]] = {}
-        self._refs = 0
-
-    def get(self, text: str | None, version: int) -> list[Worker] | None:
-        """The hosts memoised for ``text`` at ``version``, or ``None``."""
-        entry = self._entry(text, version)
-        return None if entry is None else entry[1]
-
-    def members(self, text: str | None, version: int) -> set[Worker] | None:
-        """The hosts memoised for ``text`` at ``version`` as a set (made on
-        first use), or ``None``."""
-        entry = self._entry(text, version)
-        if entry is None:
-            return None
-        members: set[Worker] | None = entry[2]
-        if members is None:
-            members = set(entry[1])
-            # Counted as the entry's own, then the limit kept (this entry may
-            # go too: the caller still gets its set).
-            self._entries.pop(text)
-            self._refs -= len(entry[1])
-            self._shrink(len(members) + len(entry[1]))
-            entry[2] = members
-            self._entries[text] = entry
-            self._refs += len(members) + len(entry[1])
-        return members
-
-    def _entry(self, text: str | None, version: int) -> list[Any] | None:
-        entry = self._entries.pop(text, None)
-        if entry is None:
-            return None
-        self._entries[text] = entry  # most recently used last
-        return entry if entry[0] == version else None
-
-    def put(self, text: str | None, version: int, workers: list[Worker]) -> None:
-        """Memoise ``workers`` for ``text``, evicting the least recently used."""
-        old = self._entries.pop(text, None)
-        if old is not None:
-            self._refs -= _entry_refs(old)
-        self._shrink(len(workers))
-        self._entries[text] = [version, workers, None]
-        self._refs += len(workers)
-
-    def _shrink(self, room: int) -> None:
-        """Evict the least recently used entries until ``room`` more references fit."""
-        entries = self._entries
-        while entries and self._refs + room > self.max_refs:
-            evicted = entries.pop(next(iter(entries)))
-            self._refs -= _entry_refs(evicted)
-
-    @property
-    def refs(self) -> int:
-        """Worker references held (the measure of its size)."""
-        return self._refs
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-def _entry_refs(entry: list[Any]) -> int:
-    return len(entry[1]) + (len(entry[2]) if entry[2] is not None else 0)
 
 
 @dataclass(slots=True, eq=False)

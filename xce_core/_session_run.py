@@ -27,8 +27,8 @@ from xce_core._faults import INTERNAL_ERROR, internal_error_text
 from xce_core._intake import EventIntake
 from xce_core._model import PENDING, Job, JobGroup
 from xce_core._order import BatchSink, DirectSink, Item
+from xce_core._pacer import SessionInterrupted
 from xce_core._results import PendReason, Reason, SessionStats
-from xce_core._session import SessionInterrupted
 
 __all__ = ["SessionRunner"]
 

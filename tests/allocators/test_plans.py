@@ -20,7 +20,7 @@ from tests.helpers import up
 from xce_core import parse_resreq
 from xce_core._context import SchedContext
 from xce_core._iterators import _place_plan
-from xce_core._session import SessionInterrupted
+from xce_core._pacer import SessionInterrupted
 from xce_core.plugin import PlanStream, PrimaryRequest, Status, Want, balanced_partition
 from xce_core.resreq import Primary, Span
 

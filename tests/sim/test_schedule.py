@@ -303,7 +303,7 @@ def _written_csv(
 ) -> tuple[list[str], Path]:
     """``columns`` (named c0, c1...) written by the schedule's CSV writer; the
     names and the file."""
-    from xce_core.sim._schedule import _write_csv
+    from xce_core.sim._files import write_csv as _write_csv
 
     names = [f"c{i}" for i in range(len(columns))]
     path = tmp_path_factory.mktemp("csv") / "t.csv"
@@ -447,7 +447,7 @@ def test_csv_number_columns_are_written_as_the_csv_module_would(
     # Whole-number tables take a fast path, and so do whole-number columns
     # (beside a text column); whatever the path, the file is the csv
     # module's, each number as an int when it is integral, else its repr.
-    from xce_core.sim._schedule import _write_csv
+    from xce_core.sim._files import write_csv as _write_csv
 
     if text:
         columns = [[f"j{i}" for i in range(len(columns[0]))], *columns]

@@ -36,16 +36,12 @@ from xce_core.sim._report import (
 from xce_core.sim._schedule import (
     SCHEDULE_COLUMNS,
     SCHEDULE_FORMATS,
-    TIMESERIES_COLUMNS,
-    TIMESERIES_FORMATS,
     OutputFormat,
     as_table,
     check_parquet,
     output_format,
     schedule_columns,
-    timeseries_columns,
     write_schedule,
-    write_timeseries,
 )
 from xce_core.sim._swf import (
     MAX_LINE_BYTES,
@@ -65,6 +61,12 @@ from xce_core.sim._swf_record import (
     field_limit,
     header_int,
     parse_swf_line,
+)
+from xce_core.sim._timeseries import (
+    TIMESERIES_COLUMNS,
+    TIMESERIES_FORMATS,
+    timeseries_columns,
+    write_timeseries,
 )
 from xce_core.sim._workload import (
     MAX_JOBS,

@@ -49,6 +49,22 @@ async def deep_queue(
     return fill, after, await timed_session(core)
 
 
+async def more_rounds(core: SchedulerCore, rounds: int, seed: int = 10) -> list[float]:
+    """``rounds`` more of B9's second session on ``core`` (after
+    :func:`deep_queue`): each time 1,000 running jobs finish, then a session
+    runs. Its seconds, one per round."""
+    rng = random.Random(seed)
+    times = []
+    for _ in range(rounds):
+        jobs = core.state.jobs.items()
+        running = [job_id for job_id, job in jobs if job.state.value == "running"]
+        for job_id in rng.sample(running, min(1000, len(running))):
+            core.apply(JobFinished(job_id=job_id))
+        core.take_decisions()
+        times.append((await timed_session(core))[0])
+    return times
+
+
 async def b9(scale: float) -> None:
     (first, started), (second, decided), (third, _) = await deep_queue(SchedulerCore(), scale)
     report("B9", f"session 1: {first:.2f} s ({started:,} decisions)", "(information)")

@@ -17,7 +17,7 @@ from allocators._plans import (
 )
 from tests.allocators.conftest import build, context_for
 from tests.helpers import up
-from xce_core import parse_resreq
+from xce_core import SchedulerConfig, SchedulerCore, parse_resreq
 from xce_core._context import SchedContext
 from xce_core._iterators import _place_plan
 from xce_core._pacer import SessionInterrupted
@@ -329,3 +329,14 @@ async def test_a_plan_of_equal_buckets_is_paced_a_step_per_host() -> None:
     assert await _place_plan(ctx, request, (1,) * 25) is Status.UNSCHEDULABLE
     assert ctx.journal == before  # this plan's claims rolled back exactly
     assert ctx.session.pacer.count == 21 % 8  # 20 hosts found, the 21st step failed
+
+
+@pytest.mark.parametrize("interval", [-0.001, float("inf"), float("nan")])
+def test_a_time_budget_must_be_finite_and_not_negative(interval: float) -> None:
+    with pytest.raises(ValueError, match="yield_interval must be a finite number of seconds"):
+        SchedulerConfig(yield_interval=interval)
+
+
+def test_the_time_budget_reaches_the_session_pacer() -> None:
+    pacer = SchedulerCore(SchedulerConfig(yield_every=4, yield_interval=0.25)).scratch.pacer
+    assert (pacer.every, pacer.interval) == (4, 0.25)

@@ -34,9 +34,6 @@ TIMESERIES_COLUMNS: Final = (
     "queue_length",
     "queued_slot_demand",
 )
-_STARTED: Final = STATUS_NAMES.index("started")
-_REJECTED: Final = STATUS_NAMES.index("rejected")
-_UNREPLAYED: Final = STATUS_NAMES.index("unreplayed")
 
 
 def timeseries_columns(
@@ -111,9 +108,10 @@ def _flags(statuses: Iterable[int]) -> bytes:
     return bytes(1 if s in chosen else 0 for s in range(256))
 
 
-_STARTED_FLAGS: Final = _flags([_STARTED])
+_STARTED_FLAGS: Final = _flags([STATUS_NAMES.index("started")])
+# Queued at some time: every job the replay submitted and the core accepted.
 _QUEUED_FLAGS: Final = _flags(
-    s for s in range(len(STATUS_NAMES)) if s not in (_REJECTED, _UNREPLAYED)
+    s for s, name in enumerate(STATUS_NAMES) if name not in ("rejected", "unreplayed")
 )
 
 

@@ -137,7 +137,7 @@ class PendingQueue:
             return  # a parked job cancelled: it held nothing, in no group
         if job.allocation:
             self._barren = False
-            self._sleepers.released(w for w, _ in job.allocation)
+            self._sleepers.released((w for w, _ in job.allocation), self._state.free_total)
         elif job.group is not None and job.group.asleep is not None:
             self._sleepers.cancelled(job.group)
 
@@ -308,7 +308,7 @@ class PendingQueue:
                         and not reads_free(head.select, consumables)
                     )
                 ):
-                    self._sleepers.sleep(group, reason, selects)
+                    self._sleepers.sleep(group, reason, selects, group.jobs[group.head].min_tasks)
                     continue
             if group.live:
                 self._order.requeue(group)

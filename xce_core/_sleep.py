@@ -10,7 +10,9 @@ it would pend with*:
 - any worker event (``worker_up``, ``worker_down``, ``worker_removed``), any
   ``shared_resource`` or ``queue_config`` event: every sleeping group wakes;
 - capacity freed (a running job finished or was cancelled) on a usable host
-  its select can match: the groups watching that select wake;
+  its select can match: the groups watching that select wake, each once the
+  usable hosts have at least as many free slots in all as its jobs ask for
+  tasks (its *need*; a group of wider jobs stays asleep until then);
 - for a *fragile* group, any freed capacity at all, and any session that may
   commit something: one that has queued groups to cover, unless each of them
   failed in the last session and nothing since could help it (such a session
@@ -18,7 +20,10 @@ it would pend with*:
 
 Why this never changes a decision: capacity that is not freed only shrinks,
 and feasibility is monotone in capacity, so a sleeping group that is not woken
-would fail again. Its pend category would also be the same: for a *plain*
+would fail again. A group left asleep below its need would too: each task takes
+a slot, so no job of it fits in fewer free slots than its fewest tasks, and only
+a release (which looks again) or a worker event (which wakes every group) adds
+free slots. Its pend category would also be the same: for a *plain*
 group (each primary: a select on static attributes or none, no ``rusage``, no
 ``order[]``, ``same[]``, host-dependent ``span`` or compound parts), the
 category depends only on which usable hosts match its selects, and on nothing
@@ -44,6 +49,7 @@ depend on capacity alone, as the built-ins' do).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 
 from xce_core._model import Job, JobGroup, Worker
@@ -83,6 +89,18 @@ def watch(resreq: ResReq, consumables: set[str]) -> tuple[SelectExpr | None, ...
     return tuple(selects) if plain(resreq) else None
 
 
+class _Watch:
+    """The plain groups sleeping on one select: by gid, and by need (a heap of
+    ``(need, gid)``, with entries of groups woken since left in it)."""
+
+    __slots__ = ("members", "needs", "select")
+
+    def __init__(self, select: SelectExpr | None) -> None:
+        self.select = select
+        self.members: dict[int, JobGroup] = {}
+        self.needs: list[tuple[int, int]] = []
+
+
 class Sleepers:
     """The sleeping groups, indexed by what can wake them."""
 
@@ -96,7 +114,7 @@ class Sleepers:
         # members still need their first pend decision.
         self.unsettled: dict[int, JobGroup] = {}
         # Plain groups by the text of a select they watch (None: any host).
-        self._by_select: dict[str | None, tuple[SelectExpr | None, dict[int, JobGroup]]] = {}
+        self._by_select: dict[str | None, _Watch] = {}
         self._fragile: dict[int, JobGroup] = {}
         self._woken: list[JobGroup] = []
 
@@ -104,11 +122,17 @@ class Sleepers:
         return len(self.groups)
 
     def sleep(
-        self, group: JobGroup, reason: PendReason, selects: tuple[SelectExpr | None, ...] | None
+        self,
+        group: JobGroup,
+        reason: PendReason,
+        selects: tuple[SelectExpr | None, ...] | None,
+        need: int = 1,
     ) -> None:
         """Put ``group`` to sleep: every pending member reports ``reason`` (they
         were all covered by the session that proved it unsatisfiable).
-        ``selects``: what :func:`watch` says of it."""
+        ``selects``: what :func:`watch` says of it; ``need``: its jobs' fewest
+        tasks (a plain group wakes on a release only once that many slots are
+        free)."""
         group.asleep = reason
         group.settled_reason = reason.category
         group.unsettled = []
@@ -121,8 +145,9 @@ class Sleepers:
             text = select.text if select is not None else None
             entry = self._by_select.get(text)
             if entry is None:
-                entry = self._by_select[text] = (select, {})
-            entry[1][group.gid] = group
+                entry = self._by_select[text] = _Watch(select)
+            entry.members[group.gid] = group
+            heapq.heappush(entry.needs, (need, group.gid))
 
     # ------------------------------------------------------------------ events
 
@@ -140,26 +165,34 @@ class Sleepers:
         if group.live == 0:
             self._wake(group)  # nothing left to sleep: it leaves the order
 
-    def released(self, workers: Iterable[Worker]) -> None:
-        """Capacity was freed on ``workers``."""
+    def released(self, workers: Iterable[Worker], free: int) -> None:
+        """Capacity was freed on ``workers``; the usable hosts now have ``free``
+        slots free in all."""
         if self._fragile:
             for group in list(self._fragile.values()):
                 self._wake(group)
-        by_select = self._by_select
-        if not by_select:
+        if not self._by_select:
             return
+        # The selects no freed host has matched yet in this release.
+        unmatched = dict(self._by_select)
         for worker in workers:
-            if not by_select:
-                return  # every watcher woke
+            if not unmatched:
+                return
             if not worker.usable:
                 continue  # capacity no session can use
-            for text, (select, members) in list(by_select.items()):
-                if text not in by_select:
-                    continue  # emptied: its groups woke through another select
+            for text, entry in list(unmatched.items()):
+                select = entry.select
                 if select is None or select.evaluate(worker.values):
-                    del by_select[text]
-                    for group in list(members.values()):
-                        self._wake(group)
+                    del unmatched[text]
+                    self._wake_within(entry, free)
+
+    def _wake_within(self, entry: _Watch, free: int) -> None:
+        """Wake the groups sleeping on ``entry`` whose need is at most ``free``."""
+        needs, members = entry.needs, entry.members
+        while needs and needs[0][0] <= free:
+            group = members.get(heapq.heappop(needs)[1])
+            if group is not None:
+                self._wake(group)
 
     def wake_all(self) -> None:
         """Wake every sleeping group (a worker, queue or shared-resource event)."""
@@ -190,7 +223,8 @@ class Sleepers:
         self.jobs -= group.live
         self.unsettled.pop(group.gid, None)
         if self._fragile.pop(group.gid, None) is None:
-            for text, (_, members) in list(self._by_select.items()):
+            for text, entry in list(self._by_select.items()):
+                members = entry.members
                 if members.pop(group.gid, None) is not None and not members:
                     del self._by_select[text]
         self._woken.append(group)

@@ -499,7 +499,13 @@ def _load(snap: Snapshot, parts: CoreParts) -> None:
                 f"inconsistent snapshot: sleeping group {gid} has no reason or no job"
             )
         unsettled = group.unsettled
-        sleepers.sleep(group, PendReason(*asleep), watch(group.jobs[0].resreq, state.consumables))
+        head = group.jobs[0]
+        sleepers.sleep(
+            group,
+            PendReason(*asleep),
+            watch(head.resreq, state.consumables),
+            head.min_tasks,
+        )
         group.unsettled = unsettled
     sleepers.unsettled = {gid: groups[gid] for gid in snap.sleeping_unsettled}
     sleepers._woken = [groups[gid] for gid in snap.woken]

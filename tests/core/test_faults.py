@@ -207,7 +207,7 @@ async def test_an_event_that_raised_half_way_leaves_no_group_asleep(
     calls = 0
     released = Sleepers.released
 
-    def broken(self: Sleepers, workers: Any) -> None:
+    def broken(self: Sleepers, workers: Any, free: int) -> None:
         nonlocal calls
         calls += 1
         raise RuntimeError("released is broken")

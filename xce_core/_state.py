@@ -226,6 +226,9 @@ class ClusterState:
                 "finish or cancel them first (worker_down stops new work)"
             )
         self._uncount(w)
+        # A forgotten worker is never usable again (a worker_up of its name
+        # makes a new one): a claim naming it fails commit's usable test.
+        w.usable = False
         self.releases += 1
         self.workers[w.index] = None
         del self.by_name[name]
@@ -629,7 +632,6 @@ class ClusterState:
         amounts = False
         held = 0
         free_hosts = self.free_hosts
-        by_name = self.by_name
         for worker, slots, need in per_host:
             # Check and take slots in one pass over the hosts, not two (per-host
             # work is most of benchmarks/bench_simulate_big.py): _host_lacks()
@@ -637,7 +639,9 @@ class ClusterState:
             # are taken once every host is known to fit (below), so a failure
             # gives back slots only.
             free = worker.slots - worker.used_slots
-            if need or not worker.usable or slots > free or by_name.get(worker.name) is not worker:
+            # (A removed worker is unusable: worker_removed. _host_lacks also
+            # checks that the name still names this worker.)
+            if need or not worker.usable or slots > free:
                 problem = self._host_lacks(worker, slots, need)
                 if problem:
                     self._give_back(allocation)

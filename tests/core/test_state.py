@@ -270,6 +270,23 @@ async def test_a_commit_refused_at_a_later_host_gives_back_the_earlier_ones() ->
     assert _usage(core) == before
 
 
+async def test_a_claim_on_a_removed_worker_is_refused_even_when_its_name_is_back() -> None:
+    # A claim made before worker b was removed and added again names the old
+    # worker object: the commit refuses it (b is gone; the new b is another
+    # host) and changes nothing, on the new b least of all.
+    core = SchedulerCore()
+    await process_events([up("a", 2), up("b", 2), submit("j", tasks=2)], core=core)
+    state = core.state
+    a, old_b = state.by_name["a"], state.by_name["b"]
+    await process_events([WorkerRemoved(name="b"), up("b", 2)], core=core)
+    before = _usage(core)
+    with pytest.raises(XceError, match="worker b is gone"):
+        state.commit(state.jobs["j"], [(a, 1, ()), (old_b, 1, ())], {})
+    assert _usage(core) == before
+    assert state.by_name["b"].used_slots == 0
+    assert state.jobs["j"].state is JobState.PENDING
+
+
 async def test_a_refused_worker_removed_on_a_big_cluster_says_what_it_holds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

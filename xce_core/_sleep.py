@@ -90,15 +90,32 @@ def watch(resreq: ResReq, consumables: set[str]) -> tuple[SelectExpr | None, ...
 
 
 class _Watch:
-    """The plain groups sleeping on one select: by gid, and by need (a heap of
-    ``(need, gid)``, with entries of groups woken since left in it)."""
+    """The plain groups sleeping on one select: by gid, each with its need, and
+    by need (a heap of ``(need, gid)`` that may hold entries of groups woken
+    since, rebuilt once they are as many as the sleepers)."""
 
-    __slots__ = ("members", "needs", "select")
+    __slots__ = ("members", "need", "needs", "select")
 
     def __init__(self, select: SelectExpr | None) -> None:
         self.select = select
         self.members: dict[int, JobGroup] = {}
+        self.need: dict[int, int] = {}
         self.needs: list[tuple[int, int]] = []
+
+    def add(self, group: JobGroup, need: int) -> None:
+        gid = group.gid
+        self.members[gid] = group
+        self.need[gid] = need
+        needs = self.needs
+        heapq.heappush(needs, (need, gid))
+        if len(needs) > 2 * len(self.members) + 32:
+            self.needs = [(n, g) for g, n in self.need.items()]
+            heapq.heapify(self.needs)
+
+    def remove(self, gid: int) -> bool:
+        """Forget ``gid``; whether it was here."""
+        self.need.pop(gid, None)
+        return self.members.pop(gid, None) is not None
 
 
 class Sleepers:
@@ -146,8 +163,7 @@ class Sleepers:
             entry = self._by_select.get(text)
             if entry is None:
                 entry = self._by_select[text] = _Watch(select)
-            entry.members[group.gid] = group
-            heapq.heappush(entry.needs, (need, group.gid))
+            entry.add(group, need)
 
     # ------------------------------------------------------------------ events
 
@@ -224,7 +240,6 @@ class Sleepers:
         self.unsettled.pop(group.gid, None)
         if self._fragile.pop(group.gid, None) is None:
             for text, entry in list(self._by_select.items()):
-                members = entry.members
-                if members.pop(group.gid, None) is not None and not members:
+                if entry.remove(group.gid) and not entry.members:
                     del self._by_select[text]
         self._woken.append(group)

@@ -403,3 +403,22 @@ async def test_freed_capacity_wakes_every_group_that_could_now_start(
             await feed(GO)
     await feed(GO)
     assert per_session(decided[asleep]) == per_session(decided[awake])
+
+
+def test_a_watch_keeps_its_heap_of_needs_bounded_by_its_sleepers() -> None:
+    # A group that sleeps, wakes through another select and sleeps again
+    # leaves an entry behind each time: the heap is rebuilt from the sleepers
+    # once such entries are as many, and still gives the smallest need first.
+    from xce_core._model import JobGroup
+    from xce_core._sleep import _Watch
+
+    watch = _Watch(None)
+    wide, narrow = JobGroup(1, 1, 1), JobGroup(2, 2, 2)
+    watch.add(wide, 8)
+    for _ in range(1_000):
+        watch.add(narrow, 3)
+        assert watch.remove(narrow.gid)
+    watch.add(narrow, 3)
+    assert len(watch.needs) <= 2 * len(watch.members) + 33
+    assert watch.needs[0] == (3, narrow.gid)
+    assert watch.need == {wide.gid: 8, narrow.gid: 3}

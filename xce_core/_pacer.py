@@ -36,7 +36,12 @@ class Pacer:
     yielded: Req 2.6's "every N steps or T µs", so a session of wide jobs does
     not pay a loop round trip every few microseconds of work (about 7% of the
     replay of benchmarks/bench_simulate_big.py), and other tasks still wait
-    at most ``interval`` plus ``every`` steps. At the first step after
+    at most ``interval`` plus ``every`` steps. Only a session run in one task
+    uses the interval (:meth:`restart`): in one run as a picker task and an
+    allocator task, where the allocator yields decides how far the picker has
+    run ahead, which decides whether a failed shape's later jobs are pended
+    together or one by one, so the order of decisions; a budget in time would
+    make that order depend on the machine's speed. At the first step after
     ``cancel_session()`` set :attr:`interrupt`, ``tick`` asks at once. So a
     step is a cancellation point only when ``tick`` says so:
     ``cancel_session()`` stops a session at its next step, while a cancellation
@@ -44,7 +49,7 @@ class Pacer:
     other await of the session, whichever comes first.
     """
 
-    __slots__ = ("clock", "count", "due", "every", "interrupt", "interval")
+    __slots__ = ("budget", "clock", "count", "due", "every", "interrupt", "interval")
 
     def __init__(
         self, every: int = 64, interval: float = 0.0, clock: Callable[[], float] = perf_counter
@@ -55,14 +60,17 @@ class Pacer:
         self.count = 0
         self.due = 0.0
         self.interrupt = False
+        self.budget = interval  # this session's interval: 0 for steps alone
 
-    def restart(self) -> None:
+    def restart(self, timed: bool = True) -> None:
         """Start a session's budget afresh: no step counted, not interrupted, the
-        interval counted from now."""
+        interval counted from now; ``timed=False``: steps alone this session
+        (one run as two tasks, see the class docstring)."""
         self.count = 0
         self.interrupt = False
-        if self.interval:
-            self.due = self.clock() + self.interval
+        self.budget = self.interval if timed else 0.0
+        if self.budget:
+            self.due = self.clock() + self.budget
 
     def tick(self) -> bool:
         """Count one step without awaiting; ``True`` means the caller must now
@@ -71,7 +79,7 @@ class Pacer:
         self.count += 1
         if self.count >= self.every or self.interrupt:
             self.count = 0
-            return not self.interval or self.interrupt or self.clock() >= self.due
+            return not self.budget or self.interrupt or self.clock() >= self.due
         return False
 
     async def pause(self) -> None:
@@ -82,8 +90,8 @@ class Pacer:
         await anyio.lowlevel.checkpoint()
         if self.interrupt:
             raise SessionInterrupted
-        if self.interval:
-            self.due = self.clock() + self.interval
+        if self.budget:
+            self.due = self.clock() + self.budget
 
     def burst(self, steps: int) -> int:
         """Right after :meth:`tick`: how many of the next ``steps`` steps, the one

@@ -117,6 +117,9 @@ class SessionRunner(EventIntake):
                         await self._picker_task(sink, stats)
                     complete = not scope.cancel_called
             else:
+                # Two tasks: a budget of steps alone keeps the order of
+                # decisions independent of the machine's speed (Pacer).
+                self.scratch.pacer.restart(timed=False)
                 with anyio.CancelScope() as scope:
                     self._scope = scope
                     send, receive = anyio.create_memory_object_stream[list[Item]](2)

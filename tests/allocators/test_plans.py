@@ -108,7 +108,7 @@ async def test_with_a_budget_of_one_every_plan_step_is_a_cancellation_point() ->
     core = build([up("a")])
     ctx = context_for(core)
     ctx.session.pacer.every = 1  # yield to the loop on every step
-    ctx.session.pacer.interval = 0
+    ctx.session.pacer.restart(timed=False)
     stream = PlanStream(ctx, balanced_plans(10**6))
     taken = 0
     with anyio.CancelScope() as scope:
@@ -228,7 +228,7 @@ async def test_an_outer_cancellation_arrives_at_the_next_budgeted_checkpoint() -
     core = build([up("a")])
     ctx = context_for(core)
     ctx.session.pacer.every = 8
-    ctx.session.pacer.interval = 0  # a budget of steps alone
+    ctx.session.pacer.restart(timed=False)  # a budget of steps alone
     stream = PlanStream(ctx, balanced_plans(10**6))
     taken = 0
     with anyio.CancelScope() as scope:
@@ -307,7 +307,7 @@ async def test_a_plan_of_equal_buckets_is_paced_a_step_per_host() -> None:
     def attempt() -> tuple[SchedContext, PrimaryRequest]:
         ctx = context_for(core)
         ctx.session.pacer.every = 8
-        ctx.session.pacer.interval = 0
+        ctx.session.pacer.restart(timed=False)
         return ctx, PrimaryRequest(primary, 20, (), ctx.session.candidates(primary))
 
     ctx, request = attempt()

@@ -496,3 +496,21 @@ async def test_a_select_on_slots_reads_the_values_when_first_tried_this_session(
     out = await process_events([up("h", 4), *rest, submit("w", "1*{} + 3*{}", 4), GO])
     assert "w" in allocations(out)
     assert pends(out)["j"].reason == "not_enough_slots"
+
+
+async def test_the_order_of_a_two_task_sessions_decisions_does_not_depend_on_time() -> None:
+    # A session too big for one batch runs as a picker task and an allocator
+    # task; where the allocator yields decides how far the picker runs ahead,
+    # and so whether a failed shape's later jobs pend together or one by one.
+    # A time budget would make that depend on the machine's speed: a two-task
+    # session keeps the step budget, whatever yield_interval says.
+    events = [up(f"h{i}", 8) for i in range(10)]
+    events += [submit(f"j{i}", tasks=1 + i % 2) for i in range(600)]
+    runs = []
+    for interval in (0.0, 1000.0):  # steps alone; a time budget never spent
+        config = SchedulerConfig(batch_size=16, yield_every=4, yield_interval=interval)
+        out = await process_events([*events, GO], core=SchedulerCore(config))
+        # session_end's elapsed_s is wall time: the rest must match exactly.
+        runs.append([d for d in out if not isinstance(d, SessionEnd)])
+    assert len(runs[0]) == 600  # a decision per job
+    assert runs[0] == runs[1]

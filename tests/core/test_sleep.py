@@ -366,6 +366,7 @@ release_steps = st.lists(
     st.lists(st.tuples(st.integers(1, 4), st.sampled_from(["a", "b"])), min_size=1, max_size=4),
     release_steps,
     st.sampled_from([2, 256]),
+    st.integers(0, 60),
 )
 # Found by this test (at 3,000 examples) with a wake that wanted more free
 # slots than the group's tasks: j1 (2 tasks) stayed asleep with exactly 2 free.
@@ -373,28 +374,35 @@ release_steps = st.lists(
     workers=[(1, "a"), (1, "a")],
     steps=[("submit", "", 1), ("submit", "", 2), ("session",), ("finish", 0)],
     batch=2,
+    cut=60,
 )
 async def test_freed_capacity_wakes_every_group_that_could_now_start(
-    workers: list[tuple[int, str]], steps: list[tuple[Any, ...]], batch: int
+    workers: list[tuple[int, str]], steps: list[tuple[Any, ...]], batch: int, cut: int
 ) -> None:
-    asleep = SchedulerCore(SchedulerConfig(batch_size=batch))
-    awake = SchedulerCore(SchedulerConfig(sleep_blocked_groups=False, batch_size=batch))
-    decided: dict[SchedulerCore, list[Decision]] = {asleep: [], awake: []}
+    # The sleeping core is also snapshotted and restored before step ``cut``:
+    # its sleepers come back with their needs.
+    cores = [
+        SchedulerCore(SchedulerConfig(batch_size=batch)),
+        SchedulerCore(SchedulerConfig(sleep_blocked_groups=False, batch_size=batch)),
+    ]
+    decided: list[list[Decision]] = [[], []]
 
     async def feed(*events: InputEvent) -> None:
-        for core, out in decided.items():
+        for core, out in zip(cores, decided, strict=True):
             out.extend(await run(list(events), core))
 
     await feed(*(up(f"w{i}", n, {"mem": 300.0}, type=t) for i, (n, t) in enumerate(workers)))
     submitted = 0
-    for step in steps:
+    for at, step in enumerate(steps):
+        if at == cut:
+            cores[0] = SchedulerCore.restore(cores[0].snapshot())
         if step[0] == "submit":
             await feed(submit(f"j{submitted}", step[1], step[2]))
             submitted += 1
         elif step[0] == "finish":
             running = [
                 sorted(j for j, job in core.state.jobs.items() if job.state.value == "running")
-                for core in decided
+                for core in cores
             ]
             assert running[0] == running[1]
             if running[0]:
@@ -402,7 +410,7 @@ async def test_freed_capacity_wakes_every_group_that_could_now_start(
         else:
             await feed(GO)
     await feed(GO)
-    assert per_session(decided[asleep]) == per_session(decided[awake])
+    assert per_session(decided[0]) == per_session(decided[1])
 
 
 def test_a_watch_keeps_its_heap_of_needs_bounded_by_its_sleepers() -> None:

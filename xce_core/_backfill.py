@@ -505,9 +505,8 @@ def _fit_then(
     if res.shared:
         return False
     per_host = state.per_host(res.claims)
-    by_name = state.by_name
     for worker, _, need in per_host:
-        if need or not worker.usable or by_name.get(worker.name) is not worker:
+        if need or not worker.usable:  # (a removed worker is unusable)
             return False
     freed = dict.fromkeys([worker for worker, _, _ in per_host], 0)
     for _, _, running in ends[: bisect_right(ends, start, key=_end)]:

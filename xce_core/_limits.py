@@ -51,6 +51,8 @@ class _Usage:
     amounts: dict[str, float] = field(default_factory=dict)
 
 
+_BY_ORIGIN_HELD = 100_000  # origins whose covering limits are memoised at most
+
 # A limit covering a consumer: (limit index, consumer key, the limit, its usage
 # key when it counts the whole cluster else None, whether it caps a resource).
 Cover = tuple[int, tuple[str, ...], Limit, tuple[int, tuple[str, ...]] | None, bool]
@@ -165,6 +167,10 @@ class Limits:
         origin = job._origin
         known = self._by_origin.get(origin)
         if known is None:
+            if len(self._by_origin) >= _BY_ORIGIN_HELD:
+                # Origins differ by run limit too (a trace's requested times):
+                # bounded, as Fairshare.charged's memo is.
+                self._by_origin = {}
             known = self._by_origin[origin] = self._keys_of((origin[0], origin[1], origin[2]))
         return known
 

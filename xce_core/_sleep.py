@@ -143,7 +143,7 @@ class Sleepers:
         group: JobGroup,
         reason: PendReason,
         selects: tuple[SelectExpr | None, ...] | None,
-        need: int = 1,
+        need: int,
     ) -> None:
         """Put ``group`` to sleep: every pending member reports ``reason`` (they
         were all covered by the session that proved it unsatisfiable).

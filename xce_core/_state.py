@@ -227,7 +227,8 @@ class ClusterState:
             )
         self._uncount(w)
         # A forgotten worker is never usable again (a worker_up of its name
-        # makes a new one): a claim naming it fails commit's usable test.
+        # makes a new one): a claim or reservation naming it fails the usable
+        # test of commit and of backfill's planning.
         w.usable = False
         self.releases += 1
         self.workers[w.index] = None
@@ -583,7 +584,7 @@ class ClusterState:
     def _host_lacks(self, worker: Worker, slots: int, need: tuple[tuple[str, float], ...]) -> str:
         """What ``worker`` lacks for one claim of ``slots`` slots and ``need``
         amounts, or ``''``."""
-        if not worker.usable or self.by_name.get(worker.name) is not worker:
+        if not worker.usable:  # down, or removed (worker_removed)
             return f"worker {worker.name} is gone"
         if need:
             lacks = shortfall(worker, slots, _as_want(need))
@@ -639,8 +640,6 @@ class ClusterState:
             # are taken once every host is known to fit (below), so a failure
             # gives back slots only.
             free = worker.slots - worker.used_slots
-            # (A removed worker is unusable: worker_removed. _host_lacks also
-            # checks that the name still names this worker.)
             if need or not worker.usable or slots > free:
                 problem = self._host_lacks(worker, slots, need)
                 if problem:

@@ -429,3 +429,34 @@ async def test_a_hosts_limit_counts_only_the_listed_hosts() -> None:
     hosts = [d.hosts[0].host for d in out if isinstance(d, JobAllocated)]
     assert sorted(hosts).count("h3") == 2
     assert len([h for h in hosts if h in ("h1", "h2")]) == 3
+
+
+async def test_memos_by_job_origin_stay_bounded_and_decide_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A job's origin includes its run limit, so a trace can hold as many
+    # origins as jobs: the limits' and fairshare's memos by origin are emptied
+    # at a bound (2 here), and what they decide does not change.
+    import xce_core._fairshare
+    import xce_core._limits
+
+    events: list[Any] = [
+        LimitsConfig(limits=[Limit(name="two", per_user=["all"], slots=2)]),
+        up("h", 8),
+    ]
+    events += [submit(f"j{i}", user=f"u{i % 3}", run_limit=float(10 + i)) for i in range(12)]
+    events.append(SessionBegin())
+    config = SchedulerConfig(picker="fairshare")
+    free = await process_events(events, core=SchedulerCore(config, clock=VirtualClock()))
+    monkeypatch.setattr(xce_core._limits, "_BY_ORIGIN_HELD", 2)
+    monkeypatch.setattr(xce_core._fairshare, "_BY_ORIGIN_HELD", 2)
+    core = SchedulerCore(config, clock=VirtualClock())
+    bounded = await process_events(events, core=core)
+    assert len(core._limits._by_origin) <= 2
+    assert len(core._fairshare.by_origin) <= 2
+
+    def decided(out: list[Any]) -> list[Any]:
+        return [d for d in out if not isinstance(d, SessionEnd)]
+
+    assert decided(bounded) == decided(free)
+    assert sum(isinstance(d, JobAllocated) for d in free) == 6  # two per user

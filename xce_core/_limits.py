@@ -58,6 +58,23 @@ _BY_ORIGIN_HELD = 100_000  # origins whose covering limits are memoised at most
 Cover = tuple[int, tuple[str, ...], Limit, tuple[int, tuple[str, ...]] | None, bool]
 
 
+class _Covering:
+    """The limits covering one consumer (:data:`Cover` each, in limit order),
+    and, when every one counts the whole cluster and caps no resource (the
+    usual per-user or per-queue slot limit), the same as ``(usage key,
+    limit)`` pairs in ``plain``: then a check or a charge is a look-up per
+    limit, with no per-part tuples (``None`` otherwise). One per consumer,
+    shared: never changed by its users."""
+
+    __slots__ = ("covers", "plain")
+
+    def __init__(self, covers: list[Cover]) -> None:
+        self.covers = covers
+        self.plain: list[tuple[tuple[int, tuple[str, ...]], Limit]] | None = None
+        if all(whole is not None and not resources for _, _, _, whole, resources in covers):
+            self.plain = [(whole, limit) for _, _, limit, whole, _ in covers if whole is not None]
+
+
 class Limits:
     """The configured limits and what running jobs hold under each."""
 
@@ -88,10 +105,10 @@ class Limits:
         # What _keys found for each (user, queue, project): it depends on
         # nothing else, and a session asks it twice per start (check, charge;
         # benchmark B12 of benchmarks/bench_fairshare.py). Emptied by reindex.
-        self._covering: dict[tuple[str, str, str], list[Cover]] = {}
+        self._covering: dict[tuple[str, str, str], _Covering] = {}
         # The same by job origin (user, queue, project, priority, run limit):
         # the tuple a job holds, no tuple made per look-up. Emptied by reindex.
-        self._by_origin: dict[tuple[Any, ...], list[Cover]] = {}
+        self._by_origin: dict[tuple[Any, ...], _Covering] = {}
         # The reasons held() gives, by (limit index, consumer key, what, figure):
         # a held job is looked at every session, and writing its reason was
         # half of that (a NASA replay under a per-user limit,
@@ -161,9 +178,8 @@ class Limits:
             out.update(self._groups.get(name, (name,)))
         return frozenset(out)
 
-    def _keys(self, job: Job) -> list[Cover]:
-        """Each limit that covers ``job`` (not to be changed by the caller: one
-        list per consumer, shared): see :data:`Cover`."""
+    def _keys(self, job: Job) -> _Covering:
+        """Each limit that covers ``job`` (see :class:`_Covering`)."""
         origin = job._origin
         known = self._by_origin.get(origin)
         if known is None:
@@ -174,11 +190,11 @@ class Limits:
             known = self._by_origin[origin] = self._keys_of((origin[0], origin[1], origin[2]))
         return known
 
-    def _keys_of(self, values: tuple[str, str, str]) -> list[Cover]:
+    def _keys_of(self, values: tuple[str, str, str]) -> _Covering:
         """:meth:`_keys` of a job of ``(user, queue, project)``."""
         known = self._covering.get(values)
         if known is None:
-            known = self._covering[values] = self._cover(values)
+            known = self._covering[values] = _Covering(self._cover(values))
         return known
 
     def _cover(self, values: tuple[str, str, str]) -> list[Cover]:
@@ -218,7 +234,7 @@ class Limits:
         with ``per_host`` counts each host apart. Amounts are counted only
         under limits that cap a resource (no other reads them)."""
         parts: list[tuple[tuple[int, tuple[str, ...]], Limit, int, dict[str, float]]] = []
-        for index, key, limit, whole, resources in self._keys(job):
+        for index, key, limit, whole, resources in self._keys(job).covers:
             if whole is not None:
                 slots = claims[0][1] if len(claims) == 1 else sum(n for _, n, _ in claims)
                 held = _amounts(claims, shared) if resources else _NO_AMOUNTS
@@ -240,6 +256,20 @@ class Limits:
 
     def check(self, job: Job, claims: Claims, shared: dict[str, float]) -> PendReason | None:
         """Why ``job`` may not take ``claims`` and ``shared``, or ``None``."""
+        plain = self._keys(job).plain
+        if plain is not None:
+            # _parts() and the loop below for limits of slots and jobs over the
+            # whole cluster, without a tuple per limit (the usual limits: a
+            # check per start, benchmark B12 of benchmarks/bench_fairshare.py).
+            slots = claims[0][1] if len(claims) == 1 else sum(n for _, n, _ in claims)
+            usage = self._usage
+            for pair, limit in plain:
+                used = usage.get(pair) or _NONE
+                if limit.slots is not None and used.slots + slots > limit.slots:
+                    return _reached(limit, pair[1], "SLOTS", used.slots, limit.slots)
+                if limit.jobs is not None and used.jobs + 1 > limit.jobs:
+                    return _reached(limit, pair[1], "JOBS", used.jobs, limit.jobs)
+            return None
         for pair, limit, slots, amounts in self._parts(job, claims, shared):
             used = self._usage.get(pair) or _NONE
             if limit.slots is not None and used.slots + slots > limit.slots:
@@ -262,7 +292,7 @@ class Limits:
         lookups a job and session, not an attempt each (a replay of the NASA
         trace under a per-user slot limit took more than 10 minutes)."""
         tasks = job.min_tasks
-        for index, key, limit, whole, _ in self._keys(job):
+        for index, key, limit, whole, _ in self._keys(job).covers:
             if whole is None or (limit.slots is None and limit.jobs is None):
                 continue
             # (A job over a limit it can never be within is parked, never here.)
@@ -290,7 +320,7 @@ class Limits:
         than its tasks, or whose ``jobs`` is 0. Only new limits (or user
         groups they name) can change the answer: the core parks such a job
         out of every session until then (:meth:`PendingQueue.park`)."""
-        for index, key, limit, whole, _ in self._keys_of(consumer):
+        for index, key, limit, whole, _ in self._keys_of(consumer).covers:
             if whole is not None:
                 reason = self._never(index, key, limit, tasks)
                 if reason is not None:
@@ -334,6 +364,21 @@ class Limits:
         """Count a job that starts (+1) or ends (-1) with ``claims``/``shared``."""
         if not self._limits:
             return
+        plain = self._keys(job).plain
+        if plain is not None:
+            # What the loop below does for check()'s plain limits (a charge
+            # per start and end, benchmark B12 of benchmarks/bench_fairshare.py).
+            slots = claims[0][1] if len(claims) == 1 else sum(n for _, n, _ in claims)
+            usage = self._usage
+            for pair, _ in plain:
+                used = usage.get(pair)
+                if used is None:
+                    used = usage[pair] = _Usage()
+                used.slots += sign * slots
+                used.jobs += sign
+                if used.jobs == 0:
+                    del usage[pair]
+            return
         for pair, _, slots, amounts in self._parts(job, claims, shared):
             index, key = pair
             used = self._usage.get(pair)
@@ -363,7 +408,7 @@ class Limits:
         nothing yet, is checked after the attempt (:meth:`check`)."""
         rooms: dict[str, int] = {}
         reason: PendReason | None = None
-        for index, key, limit, _, _ in self._keys(job):
+        for index, key, limit, _, _ in self._keys(job).covers:
             if limit.slots is None and limit.jobs is None:
                 continue
             if limit.hosts is not None and "all" not in limit.hosts:

@@ -31,10 +31,12 @@ class SchedContext:
     triples, so that :meth:`rollback_to` can undo a failed plan or compound part
     exactly. ``slots`` sums the journal's slots per worker index; amounts of
     consumables are worked out from the journal when a host is claimed twice
-    (rare: compound parts), so a plain claim stays cheap.
+    (rare: compound parts), so a plain claim stays cheap. ``cap``: the most
+    tasks a job of a task range may take in this attempt (its limits' room,
+    set by the core; ``None``: its ``max_tasks``).
     """
 
-    __slots__ = ("job", "journal", "mode", "reason", "session", "shared", "slots", "state")
+    __slots__ = ("cap", "job", "journal", "mode", "reason", "session", "shared", "slots", "state")
 
     def __init__(
         self,
@@ -51,6 +53,7 @@ class SchedContext:
         self.slots: dict[int, int] = {}
         self.shared: dict[str, float] = {}
         self.reason: PendReason | None = None
+        self.cap: int | None = None
 
     def __repr__(self) -> str:
         return f"SchedContext(job={self.job.job_id!r}, journal={self.journal!r})"
@@ -66,6 +69,7 @@ class SchedContext:
         if self.shared:
             self.shared = {}
         self.reason = None
+        self.cap = None
 
     @property
     def now(self) -> float:

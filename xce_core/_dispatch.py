@@ -76,7 +76,7 @@ class Dispatcher:
             # The common case, awaited directly by the caller: nothing to roll
             # back, and the job's own fingerprint (which is this primary's) is
             # looked up and filled by the caller.
-            return self._attempt(resreq, job.min_tasks, job.max_tasks, ctx)
+            return self._attempt(resreq, job.min_tasks, _most(job, ctx), ctx)
         return self._tree(resreq, ctx)
 
     async def _tree(self, resreq: Compound | Alternative, ctx: SchedContext) -> bool:
@@ -88,7 +88,7 @@ class Dispatcher:
             if isinstance(option, Compound):
                 ok = await self._compound(option, ctx)
             else:
-                ok = await self._primary(option, job.min_tasks, job.max_tasks, ctx)
+                ok = await self._primary(option, job.min_tasks, _most(job, ctx), ctx)
             if ok:
                 return True
             ctx.rollback_to(mark)
@@ -125,7 +125,8 @@ class Dispatcher:
                 return False
         if await self._attempt(primary, lo, hi, ctx):
             return True
-        if clean and fp and ctx.reason is not None:
+        # (A capped attempt's failure is not the option's: see _most.)
+        if clean and fp and ctx.reason is not None and ctx.cap is None:
             session.cache.insert(fp, ctx.reason)
         return False
 
@@ -203,6 +204,18 @@ class Dispatcher:
                 )
         ctx.reason = reason
         return False
+
+
+def _most(job: Job, ctx: SchedContext) -> int:
+    """The most tasks ``job``'s attempt may place: its ``max_tasks``, or fewer
+    (not below ``min_tasks``) under the cap its limits leave (``ctx.cap``). A
+    capped attempt that fails caches nothing (the core tries again without
+    the cap: a shape whose task counts are not all alike, as a ``block``,
+    might fit only above it)."""
+    cap = ctx.cap
+    if cap is None or cap >= job.max_tasks:
+        return job.max_tasks
+    return max(cap, job.min_tasks)
 
 
 class _Prepared:

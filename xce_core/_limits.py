@@ -313,6 +313,21 @@ class Limits:
             return reason
         return None
 
+    def room(self, job: Job) -> int | None:
+        """The most slots ``job`` may take under the limits counting the whole
+        cluster that cap slots (what is left of the tightest), or ``None``
+        when none caps them. A job of a task range takes no more than this
+        (LSF's ``bsub -n min,max``: as many as are available, up to the
+        most); :meth:`held` has made sure its fewest tasks fit in it."""
+        usage = self._usage
+        most: int | None = None
+        for _, _, limit, whole, _ in self._keys(job).covers:
+            if whole is not None and limit.slots is not None:
+                left = limit.slots - (usage.get(whole) or _NONE).slots
+                if most is None or left < most:
+                    most = left
+        return most
+
     def never(self, consumer: tuple[str, str, str], tasks: int) -> PendReason | None:
         """Why a job of ``consumer`` (user, queue, project) and at least ``tasks``
         tasks can never start under these limits, whatever else runs, or

@@ -255,13 +255,15 @@ class SessionRunner(EventIntake):
                 ctx = SchedContext(state, scratch, job)
             else:
                 ctx.reset(job)
+            # A task range takes what its cluster-wide limits leave, up to its most.
+            cap = (
+                limits.room(job) if limits is not None and job.min_tasks < job.max_tasks else None
+            )
             try:
-                if (
-                    limits is not None
-                    and limits.by_host
-                    and (rooms := limits.host_room(job)) is not None
-                ):
-                    within = await self._within_hosts(ctx, *rooms)
+                on_hosts = limits.host_room(job) if limits is not None and limits.by_host else None
+                if on_hosts is not None or (cap is not None and cap < job.max_tasks):
+                    rooms, by_hosts = on_hosts if on_hosts is not None else (None, None)
+                    within = await self._within_limits(ctx, rooms, by_hosts, cap)
                     if isinstance(within, PendReason):
                         # It fits, only not within its host limits: not cached
                         # (another user's job of its shape may fit).
@@ -303,25 +305,40 @@ class SessionRunner(EventIntake):
                 return False
         return True
 
-    async def _within_hosts(
-        self, ctx: SchedContext, rooms: dict[str, int], held: PendReason
+    async def _within_limits(
+        self,
+        ctx: SchedContext,
+        rooms: dict[str, int] | None,
+        held: PendReason | None,
+        cap: int | None,
     ) -> bool | PendReason:
-        """An attempt for a job that per-host limits keep to ``rooms`` slots on
-        some hosts: those hosts look that full to it (tentative claims that are
-        never committed). If it does not fit so, ``held`` when it would fit
-        without them, else ``False`` (the attempt's own reason in ``ctx``)."""
-        by_name = self.state.by_name
-        for host, room in rooms.items():
-            worker = by_name.get(host)
-            if worker is not None:
-                free = worker.slots - worker.used_slots
-                if free > room:
-                    ctx.slots[worker.index] = free - room
+        """An attempt for a job its limits constrain before it is made: per-host
+        limits keep it to ``rooms`` slots on some hosts (those hosts look that
+        full to it: tentative claims that are never committed), and a job of a
+        task range takes no more than ``cap`` tasks (what its cluster-wide
+        limits leave). If it does not fit so, the attempt is made again
+        without them: if it fits then, ``held`` (the host limits' reason; or,
+        with none, ``True``, and the limits' check after the attempt refuses
+        what it took), else ``False`` with the attempt's own reason in ``ctx``,
+        which is the shape's (a capped failure is never cached: a shape whose
+        task counts are not all alike, as a ``block``, might fit only above
+        the cap)."""
+        if rooms:
+            by_name = self.state.by_name
+            for host, room in rooms.items():
+                worker = by_name.get(host)
+                if worker is not None:
+                    free = worker.slots - worker.used_slots
+                    if free > room:
+                        ctx.slots[worker.index] = free - room
+        ctx.cap = cap
         allocate = self._dispatcher.allocate
         if await allocate(ctx):
             return True
         ctx.reset(ctx.job)
-        return held if await allocate(ctx) else False
+        if not await allocate(ctx):
+            return False
+        return held if held is not None else True
 
     def _pend_limited(self, job: Job, reason: PendReason, stats: SessionStats) -> None:
         """Pend ``job``, which a limit holds back: never cached (another

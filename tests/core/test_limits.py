@@ -25,7 +25,7 @@ from events import (
     SessionEnd,
 )
 from tests.core.test_invariants import check_invariants, op, to_events
-from tests.helpers import submit, up
+from tests.helpers import allocations, submit, up
 from xce_core import JobState, SchedulerConfig, SchedulerCore, VirtualClock, process_events
 
 GO = SessionBegin()
@@ -460,3 +460,68 @@ async def test_memos_by_job_origin_stay_bounded_and_decide_the_same(
 
     assert decided(bounded) == decided(free)
     assert sum(isinstance(d, JobAllocated) for d in free) == 6  # two per user
+
+
+async def test_a_task_range_takes_what_its_limits_leave() -> None:
+    # LSF's bsub -n min,max: as many tasks as are available, up to the most.
+    # ann's limit leaves 2 of its 5 slots after her first job: her 1..4-task
+    # job starts with 2 (it used to take 4 and pend with limit_reached); bob,
+    # under no limit of his own, gets his 4. A limit leaving fewer than the
+    # fewest tasks still holds the job back.
+    limits = LimitsConfig(limits=[Limit(name="u5", per_user=["all"], slots=5)])
+    events: list[InputEvent] = [up("h", 16), limits, submit("a0", tasks=3, user="ann")]
+    events += [
+        submit("a1", tasks=4, min=1, user="ann"),
+        submit("a2", tasks=4, min=1, user="ann"),
+        submit("b0", tasks=4, min=1, user="bob"),
+        submit("c0", tasks=8, min=6, user="cat"),
+        GO,
+    ]
+    out = await process_events(events)
+    placed = {d.job_id: sum(h.slots for h in d.hosts) for d in out if isinstance(d, JobAllocated)}
+    assert placed == {"a0": 3, "a1": 2, "b0": 4}
+    why = pended(out)
+    assert why["a2"].detail == "limit u5: SLOTS (PER_USER ann): 5/5 in use"
+    assert why["c0"].reason == "limit_reached"  # 6 wanted, more than its 5: never
+
+
+@pytest.mark.parametrize("resreq", ["span[block=3]", "{span[block=3]} || {select[gpu>0]}"])
+async def test_a_task_range_that_fits_only_above_its_room_pends_for_the_limit(
+    resreq: str,
+) -> None:
+    # span[block=3] on one 6-slot host: 6 tasks fit (two blocks), 4 or 5 do
+    # not (their remainder wants another host). ann's limit leaves room for
+    # 4: within it her 4..6-task job fails, without it it fits, so the limit
+    # is what holds it, and that failure is not her shape's: bob's identical
+    # job, under no limit, starts (a capped failure cached for the shape
+    # would have pended it). As the first option of an alternative too: the
+    # capped failure is not that option's either.
+    limits = LimitsConfig(limits=[Limit(name="ann4", per_user=["ann"], slots=4)])
+    events: list[InputEvent] = [up("h", 6), limits]
+    events += [
+        submit("a0", resreq, tasks=6, min=4, user="ann"),
+        submit("b0", resreq, tasks=6, min=4, user="bob"),
+        GO,
+    ]
+    out = await process_events(events)
+    assert allocations(out) == {"b0": [("h", 6)]}
+    why = pended(out)["a0"]
+    assert why.reason == "limit_reached"
+    assert why.detail == "limit ann4: SLOTS (PER_USER ann): 0/4 in use"
+    assert not why.cached
+
+
+def test_the_check_after_an_attempt_refuses_claims_over_the_room_left() -> None:
+    # Limits.check is the last word on what an attempt took: held() looks only
+    # at a job's fewest tasks, and the cap at what a range may take.
+    core = SchedulerCore()
+    core.apply(up("h", 8))
+    core.apply(LimitsConfig(limits=[Limit(name="u3", per_user=["all"], slots=3)]))
+    core.apply(submit("a0", tasks=1, user="ann"))
+    job = core.state.jobs["a0"]
+    worker = core.state.by_name["h"]
+    limits = core._limits
+    assert limits.check(job, [(worker, 3, ())], {}) is None
+    reason = limits.check(job, [(worker, 4, ())], {})
+    assert reason is not None
+    assert reason.detail == "limit u3: SLOTS (PER_USER ann): 0/3 in use"

@@ -33,7 +33,8 @@ class SchedContext:
     consumables are worked out from the journal when a host is claimed twice
     (rare: compound parts), so a plain claim stays cheap. ``cap``: the most
     tasks a job of a task range may take in this attempt (its limits' room,
-    set by the core; ``None``: its ``max_tasks``).
+    set by the core); not ``None`` whenever limits bound the attempt (host
+    limits too), so that no failure of it is cached for a shape.
     """
 
     __slots__ = ("cap", "job", "journal", "mode", "reason", "session", "shared", "slots", "state")

@@ -125,7 +125,7 @@ class Dispatcher:
                 return False
         if await self._attempt(primary, lo, hi, ctx):
             return True
-        # (A capped attempt's failure is not the option's: see _most.)
+        # (An attempt bounded by limits fails for them, not the option: _most.)
         if clean and fp and ctx.reason is not None and ctx.cap is None:
             session.cache.insert(fp, ctx.reason)
         return False
@@ -208,10 +208,11 @@ class Dispatcher:
 
 def _most(job: Job, ctx: SchedContext) -> int:
     """The most tasks ``job``'s attempt may place: its ``max_tasks``, or fewer
-    (not below ``min_tasks``) under the cap its limits leave (``ctx.cap``). A
-    capped attempt that fails caches nothing (the core tries again without
-    the cap: a shape whose task counts are not all alike, as a ``block``,
-    might fit only above it)."""
+    (not below ``min_tasks``) under the cap its limits leave (``ctx.cap``). An
+    attempt bounded by limits (a cap, or host limits' rooms) that fails caches
+    nothing: the core tries again without them, as a shape may fit only
+    above the cap (its task counts need not be monotone, as a ``block``'s)
+    or only on hosts at their limit."""
     cap = ctx.cap
     if cap is None or cap >= job.max_tasks:
         return job.max_tasks

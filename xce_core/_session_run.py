@@ -331,7 +331,9 @@ class SessionRunner(EventIntake):
                     free = worker.slots - worker.used_slots
                     if free > room:
                         ctx.slots[worker.index] = free - room
-        ctx.cap = cap
+        # Not None: the attempt is bounded by limits, so no failure of it is
+        # cached for a shape (Dispatcher._primary), host limits alone included.
+        ctx.cap = cap if cap is not None else ctx.job.max_tasks
         allocate = self._dispatcher.allocate
         if await allocate(ctx):
             return True

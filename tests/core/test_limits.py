@@ -24,7 +24,7 @@ from events import (
     SessionBegin,
     SessionEnd,
 )
-from tests.core.test_invariants import check_invariants, op, to_events
+from tests.core.test_invariants import NAMES, RESREQS, check_invariants, op, ops_over, to_events
 from tests.helpers import allocations, submit, up
 from xce_core import JobState, SchedulerConfig, SchedulerCore, VirtualClock, process_events
 
@@ -306,6 +306,48 @@ async def test_no_limit_is_ever_exceeded(ops: list[Any], limits: list[Limit], ca
         core.take_decisions()
 
 
+# Task ranges under limits meet shapes whose counts are not monotone
+# (span[block=3]: 6 tasks may fit where 4 do not).
+range_op = ops_over([*RESREQS, "span[block=3]", "{span[block=3]} || {span[hosts=1]}"], NAMES)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(range_op, min_size=1, max_size=50), limit_sets)
+async def test_the_cache_never_changes_a_decision_under_limits(
+    ops: list[Any], limits: list[Limit]
+) -> None:
+    # A failure cached for a shape must be the shape's, never a limit's or
+    # that of an attempt limits bounded: the same stream with the
+    # unsatisfiable cache on and off starts the same jobs on the same hosts
+    # and pends the same ones. (Not always for the same reason, by design: a
+    # cached reason is as it was found, Req 7, which may be another category
+    # than a fresh attempt's on the cluster as it is now; and a job of a
+    # failed shape pends with that reason before any limit is looked at.)
+    events: list[InputEvent] = [LimitsConfig(limits=limits)]
+    for i, event in enumerate(to_events(ops)):
+        if hasattr(event, "resreq"):
+            event = msgspec.structs.replace(event, user=f"u{i % 3}", queue=f"q{i % 2}")
+        events.append(event)
+
+    def decided(out: list[Any]) -> list[tuple[list[Any], set[str]]]:
+        """Per session: its starts in order, and the jobs it pended."""
+        sessions: list[tuple[list[Any], set[str]]] = [([], set())]
+        for d in out:
+            if isinstance(d, JobAllocated):
+                sessions[-1][0].append((d.job_id, d.hosts))
+            elif isinstance(d, JobPended):
+                sessions[-1][1].add(d.job_id)
+            elif isinstance(d, SessionEnd):
+                sessions.append(([], set()))
+        return sessions
+
+    cached = await process_events(events, core=SchedulerCore(SchedulerConfig()))
+    fresh = await process_events(
+        events, core=SchedulerCore(SchedulerConfig(unsatisfiable_cache=False))
+    )
+    assert decided(cached) == decided(fresh)
+
+
 async def test_queue_shorthands_cap_slots_per_user_and_per_queue() -> None:
     from events import QueueConfig
 
@@ -509,6 +551,20 @@ async def test_a_task_range_that_fits_only_above_its_room_pends_for_the_limit(
     assert why.reason == "limit_reached"
     assert why.detail == "limit ann4: SLOTS (PER_USER ann): 0/4 in use"
     assert not why.cached
+
+
+async def test_an_option_that_fails_on_hosts_at_their_limit_is_not_cached_for_its_shape() -> None:
+    # ann may take nothing on h (a hosts limit): her alternative's options
+    # fail there for the limit's sake, not their own, so bob's identical job
+    # starts (the options' failures were cached under the limit, and bob's
+    # job pended with them).
+    limits = LimitsConfig(limits=[Limit(name="annh", per_user=["ann"], hosts=["h"], slots=0)])
+    resreq = "{span[block=3]} || {span[hosts=1]}"
+    events: list[InputEvent] = [up("h", 2), limits]
+    events += [submit("a0", resreq, user="ann"), submit("b0", resreq, user="bob"), GO]
+    out = await process_events(events)
+    assert allocations(out) == {"b0": [("h", 1)]}
+    assert pended(out)["a0"].reason == "limit_reached"
 
 
 def test_the_check_after_an_attempt_refuses_claims_over_the_room_left() -> None:

@@ -2,7 +2,8 @@
 decides, with every policy feature at once: limits (host limits too), task
 ranges, alternatives and ``span[block=]`` shapes (whose task counts are not
 monotone), fairshare or FCFS, strict FIFO, EASY or conservative backfill with
-run limits, and a snapshot restored mid-stream.
+run limits and the clock moving on between events, and a snapshot restored
+mid-stream.
 
 Each of the other property tests varies one option over the features it
 concerns; this one crosses them. Compared per session: starts with their
@@ -14,6 +15,7 @@ the first miss found, by design: ``SchedulerConfig.unsatisfiable_cache``).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -21,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import InputEvent, JobSubmitted, Limit, LimitsConfig, SharedResource
-from tests.core.test_invariants import NAMES, RESREQS, ops_over, to_events
+from tests.core.test_invariants import NAMES, RESREQS, check_invariants, ops_over, to_events
 from tests.core.test_limits import limit_sets
-from tests.core.test_sleep import per_session, run
+from tests.core.test_sleep import per_session
 from tests.helpers import up
 from xce_core import FairshareParams, SchedulerConfig, SchedulerCore, VirtualClock
 
@@ -107,7 +109,10 @@ async def test_speed_options_never_change_a_decision(
             )
         events.append(event)
 
-    def make(**options: Any) -> SchedulerCore:
+    # The clock moves on between events (backfill plans with run limits).
+    steps = [rng.choice([0.0, 0.0, 1.0, 3.0, 7.0]) for _ in events]
+
+    def make(**options: Any) -> Callable[[VirtualClock], SchedulerCore]:
         config = SchedulerConfig(
             picker=picker,
             strict_fifo=strict,
@@ -115,25 +120,32 @@ async def test_speed_options_never_change_a_decision(
             fairshare=FairshareParams(recalc_interval=0),
             **options,
         )
-        return SchedulerCore(config, clock=VirtualClock())
+        return lambda clock: SchedulerCore(config, clock=clock)
 
-    decided = per_session(await run(events, make()))
-    assert decided == per_session(await run(events, make(sleep_blocked_groups=False)))
+    async def drive(core_on: Callable[[VirtualClock], SchedulerCore], cut: int = -1) -> list[Any]:
+        """The stream through a core, restored from its snapshot before event
+        ``cut``; invariants checked after every session."""
+        clock = VirtualClock()
+        core = core_on(clock)
+        out: list[Any] = []
+        for k, (event, step) in enumerate(zip(events, steps, strict=True)):
+            clock.advance_to(clock.now() + step)
+            if k == cut:
+                core = SchedulerCore.restore(core.snapshot(), clock=clock)
+            if core.apply(event):
+                await core.run_session()
+                check_invariants(core)
+            out.extend(core.take_decisions())
+        return out
+
+    decided = per_session(await drive(make()))
+    assert decided == per_session(await drive(make(sleep_blocked_groups=False)))
     # batch 2: the picker and the allocator run as two tasks.
-    assert decided == per_session(await run(events, make(batch_size=batch)))
-    uncached = per_session(await run(events, make(unsatisfiable_cache=False)))
+    assert decided == per_session(await drive(make(batch_size=batch)))
+    uncached = per_session(await drive(make(unsatisfiable_cache=False)))
     assert [(n, alloc, end) for n, alloc, _, end in decided] == [
         (n, alloc, end) for n, alloc, _, end in uncached
     ]
     # A snapshot taken before event ``cut`` (of the stream's length) and
     # restored goes on alike.
-    cut %= len(events)
-    core = make()
-    out: list[Any] = []
-    for k, event in enumerate(events):
-        if k == cut:
-            core = SchedulerCore.restore(core.snapshot(), clock=VirtualClock())
-        if core.apply(event):
-            await core.run_session()
-        out.extend(core.take_decisions())
-    assert decided == per_session(out)
+    assert decided == per_session(await drive(make(), cut % len(events)))

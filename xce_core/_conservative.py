@@ -146,16 +146,15 @@ class ConservativePlan:
                 if _free_beside(state.free_total, most) < job.min_tasks:
                     continue  # too few slots left beside them: no attempt needed
                 projection.apply(most, most_shared, +1)
-                try:
-                    claims = await planner.fits(job)
-                finally:
-                    projection.apply(most, most_shared, -1)
+                claims = await planner.fits(job)
                 if claims is not None:
+                    # (What was held is undone with the rest, below.)
                     res = Reservation(job, t, claims[0], claims[1])
                     res.end = t + limit if limit is not None else math.inf
                     res.slots = sum(slots for _, slots, _ in res.claims)
                     self.reservations.append(res)
                     return res
+                projection.apply(most, most_shared, -1)
         finally:
             projection.undo()
         holder = await planner.reserve_unlimited(job)

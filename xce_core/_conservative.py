@@ -123,13 +123,22 @@ class ConservativePlan:
             times, ends, state.held, state.free_total, job.min_tasks, now
         )[0]
         projection = Projection(state)
-        released = 0
+        released = 0  # ends[:released] are released in the projection
+        counted = 0  # ends[:counted] are counted in ``bound``
+        # Free slots at t, at most: free now plus what the jobs ending by t
+        # hold (first_time_with_room's bound). The releases are projected host
+        # by host only once a time passes the count checks below: a job that
+        # gets no finite reservation never projects any (the generated
+        # 20,000-job load-0.9 trace of README's Benchmarks, --backfill
+        # conservative).
+        bound = state.free_total
+        held_by = state.held
         try:
             for t in times[first:]:
                 upto = bisect_right(ends, t, key=_end)
-                for _, _, running in ends[released:upto]:
-                    projection.apply(running.claims, running.shared_claims, -1)
-                released = upto
+                for _, _, running in ends[counted:upto]:
+                    bound += held_by[running]
+                counted = upto
                 stop = t + limit if limit is not None else math.inf
                 held = [res for res in self.reservations if res.start < stop and res.end > t]
                 # Reservations already running at t overlap one another, so each
@@ -138,11 +147,14 @@ class ConservativePlan:
                 # and no count per host either (a bound of _free_beside's figure,
                 # cheap to find: a deep plan scans many times; bench_simulate.py).
                 busy = sum(res.slots for res in held if res.start <= t)
-                if state.free_total - busy < job.min_tasks:
+                if bound - busy < job.min_tasks:
                     continue
-                if held and _fewest_free(state, held, t) < job.min_tasks:
+                if held and _fewest_free(state, held, t, bound) < job.min_tasks:
                     continue  # too few slots at some moment, whatever the hosts
                 most, most_shared = _most_held(state, held, t, released_to=t) if held else ([], {})
+                for _, _, running in ends[released:upto]:
+                    projection.apply(running.claims, running.shared_claims, -1)
+                released = upto
                 if _free_beside(state.free_total, most) < job.min_tasks:
                     continue  # too few slots left beside them: no attempt needed
                 projection.apply(most, most_shared, +1)
@@ -236,10 +248,12 @@ def _most_held(
     return claims, licences
 
 
-def _fewest_free(state: ClusterState, reservations: list[Reservation], at: float) -> int:
-    """The fewest slots free at any one time from ``at`` (the state projected
-    to it) until the last of ``reservations`` starts, as they start and end and
-    the running jobs end: counts alone, no host (a bound of what
+def _fewest_free(
+    state: ClusterState, reservations: list[Reservation], at: float, free: int
+) -> int:
+    """The fewest slots free at any one time from ``at`` (where ``free`` slots
+    are free, at most) until the last of ``reservations`` starts, as they start
+    and end and the running jobs end: counts alone, no host (a bound of what
     :func:`_most_held` leaves, found without a count per host; most candidate
     times of a deep plan on hosts of several slots fail here)."""
     horizon = max(res.start for res in reservations)
@@ -255,7 +269,7 @@ def _fewest_free(state: ClusterState, reservations: list[Reservation], at: float
     ):
         changes.append((end, -held[running]))
     changes.sort()
-    free = fewest = state.free_total
+    fewest = free
     for _, taken in changes:
         free -= taken
         if free < fewest:

@@ -255,10 +255,14 @@ class Planner:
         self._last_releases = self._state.releases
         self._last_workers = self._state.worker_version
 
-    async def fits(self, job: Job) -> tuple[list[Claim], dict[str, float]] | None:
+    async def fits(
+        self, job: Job, cap: int | None = None
+    ) -> tuple[list[Claim], dict[str, float]] | None:
         """The claims and shared amounts ``job`` would take on the state as it
-        stands (projected), or ``None`` if it does not fit. Claims nothing."""
+        stands (projected), or ``None`` if it does not fit. Claims nothing.
+        ``cap``: the most tasks a task range may take (:attr:`SchedContext.cap`)."""
         ctx = SchedContext(self._state, self._main.fork(), job)
+        ctx.cap = cap
         if await self._dispatcher.allocate(ctx):
             return list(ctx.journal), dict(ctx.shared)
         return None

@@ -81,10 +81,11 @@ class ConservativePlan:
         return None
 
     async def place_beside(
-        self, job: Job, now: float
+        self, job: Job, now: float, cap: int | None = None
     ) -> tuple[list[Claim], dict[str, float]] | None:
         """Claims for ``job`` starting now on capacity the reservations it would
-        overlap do not hold at any moment of its run, or ``None``.
+        overlap do not hold at any moment of its run, or ``None``. ``cap``: the
+        most tasks a task range may take (what its limits leave).
 
         Exact on hosts with several slots: what is held beside the job on each
         host (and of each consumable and licence) is the most the reservations
@@ -101,7 +102,7 @@ class ConservativePlan:
             if overlapping:
                 claims, shared = _most_held(state, overlapping, now, released_to=-math.inf)
                 projection.apply(claims, shared, +1)
-            return await self._planner.fits(job)
+            return await self._planner.fits(job, cap)
         finally:
             projection.undo()
 

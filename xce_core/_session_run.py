@@ -285,17 +285,25 @@ class SessionRunner(EventIntake):
                         await backfill.on_failure(job, scratch.now)
                 elif (
                     limits is not None
-                    and (held := limits.check(job, ctx.journal, ctx.shared)) is not None
+                    and (held := limits.check(job, checked := ctx.journal, ctx.shared)) is not None
                 ):
                     self._pend_limited(job, held, stats)
                     continue
-                elif (
-                    backfill is not None
-                    and (held := await backfill.holds_back(job, ctx, scratch.now)) is not None
+                elif backfill is not None and (
+                    (held := await backfill.holds_back(job, ctx, scratch.now)) is not None
                 ):
                     # It would delay a reservation (and under conservative
                     # backfill has one of its own now).
                     self._pend(1, (job,), held, stats, cached=False)
+                    continue
+                elif (
+                    limits is not None
+                    and ctx.journal is not checked
+                    and (held := limits.check(job, ctx.journal, ctx.shared)) is not None
+                ):
+                    # Placed again beside the reservations (conservative
+                    # backfill), on hosts or with amounts its limits refuse.
+                    self._pend_limited(job, held, stats)
                     continue
                 elif self._start(job, ctx, stats):
                     continue

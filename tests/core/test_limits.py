@@ -19,6 +19,7 @@ from events import (
     JobFinished,
     JobPended,
     JobReserved,
+    JobSubmitted,
     Limit,
     LimitsConfig,
     SessionBegin,
@@ -581,3 +582,40 @@ def test_the_check_after_an_attempt_refuses_claims_over_the_room_left() -> None:
     reason = limits.check(job, [(worker, 4, ())], {})
     assert reason is not None
     assert reason.detail == "limit u3: SLOTS (PER_USER ann): 0/3 in use"
+
+
+@pytest.mark.parametrize(
+    ("limit", "ann", "expected"),
+    [
+        # A task range under a cluster-wide limit: placed again within the cap.
+        (Limit(name="ann2", per_user=["ann"], slots=2), submit("A", tasks=4, min=1), [("h2", 2)]),
+        # A host limit: placed again on a host at its limit, refused.
+        (Limit(name="annh2", per_user=["ann"], hosts=["h2"], slots=0), submit("A"), None),
+    ],
+)
+async def test_a_job_placed_again_beside_the_reservations_keeps_to_its_limits(
+    limit: Limit, ann: JobSubmitted, expected: list[tuple[str, int]] | None
+) -> None:
+    # Conservative backfill: W is reserved h0 and h1 from t=100; ann's job
+    # first takes room on h1, which would delay W, so it is placed again
+    # beside the reservations, on h2. That placement was not checked against
+    # her limits: a 1..4-task job took 4 slots under a limit of 2, and a job
+    # went onto a host at her limit.
+    core = SchedulerCore(SchedulerConfig(backfill="conservative"), clock=VirtualClock())
+    events: list[InputEvent] = [
+        up("h0", 4, type="a"),
+        up("h1", 4, type="a"),
+        up("h2", 4, type="b"),
+        LimitsConfig(limits=[limit]),
+        submit("B", "select[type==a]", tasks=4, user="bob", run_limit=100.0),
+        GO,
+        submit("W", "select[type==a]", tasks=8, user="bob", run_limit=100.0),
+        msgspec.structs.replace(ann, user="ann", run_limit=1000.0),
+        GO,
+    ]
+    out = await process_events(events, core=core)
+    if expected is None:
+        assert "A" not in allocations(out)
+        assert pended(out)["A"].reason == "limit_reached"
+    else:
+        assert allocations(out)["A"] == expected

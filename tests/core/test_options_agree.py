@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from events import InputEvent, JobSubmitted, Limit, LimitsConfig, SharedResource
 from tests.core.test_invariants import NAMES, RESREQS, check_invariants, ops_over, to_events
-from tests.core.test_limits import limit_sets
+from tests.core.test_limits import holdings, limit_sets
 from tests.core.test_sleep import per_session
 from tests.helpers import up
 from xce_core import FairshareParams, SchedulerConfig, SchedulerCore, VirtualClock
@@ -124,7 +124,8 @@ async def test_speed_options_never_change_a_decision(
 
     async def drive(core_on: Callable[[VirtualClock], SchedulerCore], cut: int = -1) -> list[Any]:
         """The stream through a core, restored from its snapshot before event
-        ``cut``; invariants checked after every session."""
+        ``cut``; invariants checked after every session, and that no limit is
+        exceeded."""
         clock = VirtualClock()
         core = core_on(clock)
         out: list[Any] = []
@@ -135,6 +136,10 @@ async def test_speed_options_never_change_a_decision(
             if core.apply(event):
                 await core.run_session()
                 check_invariants(core)
+                for limit in limits:
+                    for key, (slots, jobs) in holdings(core, limit).items():
+                        assert limit.slots is None or slots <= limit.slots, (limit, key)
+                        assert limit.jobs is None or jobs <= limit.jobs, (limit, key)
             out.extend(core.take_decisions())
         return out
 

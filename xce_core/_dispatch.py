@@ -75,7 +75,10 @@ class Dispatcher:
         if isinstance(resreq, Primary):
             # The common case, awaited directly by the caller: nothing to roll
             # back, and the job's own fingerprint (which is this primary's) is
-            # looked up and filled by the caller.
+            # looked up and filled by the caller. (No cap, the usual: no call
+            # for it, benchmark B11 of benchmarks/bench_fairshare.py.)
+            if ctx.cap is None:
+                return self._attempt(resreq, job.min_tasks, job.max_tasks, ctx)
             return self._attempt(resreq, job.min_tasks, _most(job, ctx), ctx)
         return self._tree(resreq, ctx)
 

@@ -256,13 +256,16 @@ class Planner:
         self._last_workers = self._state.worker_version
 
     async def fits(
-        self, job: Job, cap: int | None = None
+        self, job: Job, cap: int | None = None, rooms: dict[str, int] | None = None
     ) -> tuple[list[Claim], dict[str, float]] | None:
         """The claims and shared amounts ``job`` would take on the state as it
         stands (projected), or ``None`` if it does not fit. Claims nothing.
-        ``cap``: the most tasks a task range may take (:attr:`SchedContext.cap`)."""
+        ``cap``: the most tasks a task range may take (:attr:`SchedContext.cap`);
+        ``rooms``: per-host limits' room (:meth:`SchedContext.keep_within`)."""
         ctx = SchedContext(self._state, self._main.fork(), job)
         ctx.cap = cap
+        if rooms:
+            ctx.keep_within(rooms)
         if await self._dispatcher.allocate(ctx):
             return list(ctx.journal), dict(ctx.shared)
         return None

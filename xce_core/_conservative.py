@@ -81,11 +81,16 @@ class ConservativePlan:
         return None
 
     async def place_beside(
-        self, job: Job, now: float, cap: int | None = None
+        self,
+        job: Job,
+        now: float,
+        cap: int | None = None,
+        rooms: dict[str, int] | None = None,
     ) -> tuple[list[Claim], dict[str, float]] | None:
         """Claims for ``job`` starting now on capacity the reservations it would
         overlap do not hold at any moment of its run, or ``None``. ``cap``: the
-        most tasks a task range may take (what its limits leave).
+        most tasks a task range may take, ``rooms`` the slots it may take on
+        hosts at or near their per-host limits (what its limits leave).
 
         Exact on hosts with several slots: what is held beside the job on each
         host (and of each consumable and licence) is the most the reservations
@@ -102,7 +107,7 @@ class ConservativePlan:
             if overlapping:
                 claims, shared = _most_held(state, overlapping, now, released_to=-math.inf)
                 projection.apply(claims, shared, +1)
-            return await self._planner.fits(job, cap)
+            return await self._planner.fits(job, cap, rooms)
         finally:
             projection.undo()
 

@@ -72,6 +72,18 @@ class SchedContext:
         self.reason = None
         self.cap = None
 
+    def keep_within(self, rooms: Mapping[str, int]) -> None:
+        """Make each host named in ``rooms`` look to this attempt no freer than
+        that many slots (per-host limits: tentative claims that are never
+        committed, not in the journal). Before the attempt's first claim."""
+        by_name = self.state.by_name
+        for host, room in rooms.items():
+            worker = by_name.get(host)
+            if worker is not None:
+                free = worker.slots - worker.used_slots
+                if free > room:
+                    self.slots[worker.index] = free - room
+
     @property
     def now(self) -> float:
         """The session's "now" on the scheduler's injected clock (virtual time

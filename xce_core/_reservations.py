@@ -81,12 +81,15 @@ class Reservations:
             return head.blocks()
         return None
 
-    async def holds_back(self, job: Job, ctx: SchedContext, now: float) -> PendReason | None:
+    async def holds_back(
+        self, job: Job, ctx: SchedContext, now: float, rooms: dict[str, int] | None = None
+    ) -> PendReason | None:
         """``job`` fits now with the claims in ``ctx``: why it must pend all the
         same (it would delay a reservation), or ``None``. Under conservative
-        backfill its claims may be replaced by ones beside the reservations
-        (within ``ctx.cap`` tasks; the core checks the new claims against the
-        limits again)."""
+        backfill its claims may be replaced by ones beside the reservations,
+        kept to the same limits as the attempt (``ctx.cap`` tasks, and the
+        per-host ``rooms``, :meth:`SchedContext.keep_within`); the core checks
+        the new claims against the limits again."""
         if self._head is not None:
             if await self._planner.allows(self._head, job, ctx, now):
                 return None
@@ -98,7 +101,11 @@ class Reservations:
         blocker = plan.blocking(ctx, now)
         if blocker is None:
             return None
-        placed = await plan.place_beside(job, now, ctx.cap) if blocker.start != math.inf else None
+        placed = (
+            await plan.place_beside(job, now, ctx.cap, rooms)
+            if blocker.start != math.inf
+            else None
+        )
         if placed is not None:
             ctx.reset(job)
             ctx.journal, ctx.shared = placed

@@ -259,6 +259,7 @@ class SessionRunner(EventIntake):
             cap = (
                 limits.room(job) if limits is not None and job.min_tasks < job.max_tasks else None
             )
+            rooms: dict[str, int] | None = None
             try:
                 on_hosts = limits.host_room(job) if limits is not None and limits.by_host else None
                 if on_hosts is not None or (cap is not None and cap < job.max_tasks):
@@ -290,7 +291,7 @@ class SessionRunner(EventIntake):
                     self._pend_limited(job, held, stats)
                     continue
                 elif backfill is not None and (
-                    (held := await backfill.holds_back(job, ctx, scratch.now)) is not None
+                    (held := await backfill.holds_back(job, ctx, scratch.now, rooms)) is not None
                 ):
                     # It would delay a reservation (and under conservative
                     # backfill has one of its own now).
@@ -302,7 +303,8 @@ class SessionRunner(EventIntake):
                     and (held := limits.check(job, ctx.journal, ctx.shared)) is not None
                 ):
                     # Placed again beside the reservations (conservative
-                    # backfill), on hosts or with amounts its limits refuse.
+                    # backfill), within its rooms and cap, but with amounts or
+                    # over hosts together that its limits refuse.
                     self._pend_limited(job, held, stats)
                     continue
                 elif self._start(job, ctx, stats):
@@ -332,13 +334,7 @@ class SessionRunner(EventIntake):
         task counts are not all alike, as a ``block``, might fit only above
         the cap)."""
         if rooms:
-            by_name = self.state.by_name
-            for host, room in rooms.items():
-                worker = by_name.get(host)
-                if worker is not None:
-                    free = worker.slots - worker.used_slots
-                    if free > room:
-                        ctx.slots[worker.index] = free - room
+            ctx.keep_within(rooms)
         # Not None: the attempt is bounded by limits, so no failure of it is
         # cached for a shape (Dispatcher._primary), host limits alone included.
         ctx.cap = cap if cap is not None else ctx.job.max_tasks

@@ -589,8 +589,15 @@ def test_the_check_after_an_attempt_refuses_claims_over_the_room_left() -> None:
     [
         # A task range under a cluster-wide limit: placed again within the cap.
         (Limit(name="ann2", per_user=["ann"], slots=2), submit("A", tasks=4, min=1), [("h2", 2)]),
-        # A host limit: placed again on a host at its limit, refused.
-        (Limit(name="annh2", per_user=["ann"], hosts=["h2"], slots=0), submit("A"), None),
+        # A host limit: placed again on the hosts it leaves her.
+        (Limit(name="annh2", per_user=["ann"], hosts=["h2"], slots=0), submit("A"), [("h3", 1)]),
+        # A limit over h2 and h3 together: one slot on each is within either
+        # host's room but not within both; checked again, it pends.
+        (
+            Limit(name="annh23", per_user=["ann"], hosts=["h2", "h3"], slots=1),
+            submit("A", "span[ptile=1]", tasks=2),
+            None,
+        ),
     ],
 )
 async def test_a_job_placed_again_beside_the_reservations_keeps_to_its_limits(
@@ -598,14 +605,15 @@ async def test_a_job_placed_again_beside_the_reservations_keeps_to_its_limits(
 ) -> None:
     # Conservative backfill: W is reserved h0 and h1 from t=100; ann's job
     # first takes room on h1, which would delay W, so it is placed again
-    # beside the reservations, on h2. That placement was not checked against
-    # her limits: a 1..4-task job took 4 slots under a limit of 2, and a job
-    # went onto a host at her limit.
+    # beside the reservations, on h2 or h3. That placement was not kept to her
+    # limits: a 1..4-task job took 4 slots under a limit of 2, and a job went
+    # onto h2, where she may take nothing (then, checked again, it pended).
     core = SchedulerCore(SchedulerConfig(backfill="conservative"), clock=VirtualClock())
     events: list[InputEvent] = [
         up("h0", 4, type="a"),
         up("h1", 4, type="a"),
         up("h2", 4, type="b"),
+        up("h3", 4, type="b"),
         LimitsConfig(limits=[limit]),
         submit("B", "select[type==a]", tasks=4, user="bob", run_limit=100.0),
         GO,

@@ -10,6 +10,8 @@ concerns; this one crosses them. Compared per session: starts with their
 hosts and pends with their category (:func:`tests.core.test_sleep.per_session`);
 without the unsatisfiable cache, starts only (a cache hit reports the category
 the first miss found, by design: ``SchedulerConfig.unsatisfiable_cache``).
+After every session of every run: every invariant holds and no limit is
+exceeded.
 """
 
 from __future__ import annotations

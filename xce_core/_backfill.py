@@ -207,7 +207,8 @@ class Projection:
         free_hosts = state.free_hosts
         total = 0
         for worker, used_slots in self._slots.items():
-            # apply()'s inline ClusterState._freed, back to what it was.
+            # apply()'s inline ClusterState._freed, back to what it was (the
+            # same benchmark: README's conservative replay of the load-0.9 trace).
             before = worker.slots - worker.used_slots
             worker.used_slots = used_slots
             if worker.usable:

@@ -31,7 +31,7 @@ from events import (
 from tests.core.test_invariants import check_invariants
 from tests.core.test_invariants import op as invariant_op
 from tests.core.test_invariants import to_events as invariant_events
-from tests.core.test_limits import holdings, limit_sets
+from tests.core.test_limits import assert_within, limit_sets
 from xce_core import SchedulerConfig, SchedulerCore, VirtualClock
 
 
@@ -586,10 +586,7 @@ def test_backfill_with_limits_keeps_every_invariant_and_never_faults(
                 clock.advance_to(clock.now() + rng.choice([0.0, 1.0, 7.0]))
                 await core.run_session()
                 check_invariants(core)
-                for limit in limits:
-                    for key, (slots, jobs) in holdings(core, limit).items():
-                        assert limit.slots is None or slots <= limit.slots, (limit, key)
-                        assert limit.jobs is None or jobs <= limit.jobs, (limit, key)
+                assert_within(core, limits)
             for d in core.take_decisions():
                 assert not (isinstance(d, JobPended) and d.reason == "internal_error"), d
                 error = getattr(d, "error", "")

@@ -283,6 +283,14 @@ def holdings(core: SchedulerCore, limit: Limit) -> dict[tuple[str, ...], list[in
     return out
 
 
+def assert_within(core: SchedulerCore, limits: list[Limit]) -> None:
+    """No limit is exceeded by the running jobs (counted by :func:`holdings`)."""
+    for limit in limits:
+        for key, (slots, jobs) in holdings(core, limit).items():
+            assert limit.slots is None or slots <= limit.slots, (limit, key)
+            assert limit.jobs is None or jobs <= limit.jobs, (limit, key)
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=50), limit_sets, st.booleans())
 async def test_no_limit_is_ever_exceeded(ops: list[Any], limits: list[Limit], cache: bool) -> None:
@@ -298,12 +306,9 @@ async def test_no_limit_is_ever_exceeded(ops: list[Any], limits: list[Limit], ca
         if core.apply(event):
             await core.run_session()
             check_invariants(core)
-            for limit in limits:
-                for key, (slots, jobs) in holdings(core, limit).items():
-                    # Jobs that were running before cannot exceed a limit set
-                    # later; here limits come first, so every count holds.
-                    assert limit.slots is None or slots <= limit.slots, (limit, key)
-                    assert limit.jobs is None or jobs <= limit.jobs, (limit, key)
+            # Jobs that were running before cannot exceed a limit set later;
+            # here limits come first, so every count holds.
+            assert_within(core, limits)
         core.take_decisions()
 
 

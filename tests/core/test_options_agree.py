@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from events import InputEvent, JobSubmitted, Limit, LimitsConfig, SharedResource
 from tests.core.test_invariants import NAMES, RESREQS, check_invariants, ops_over, to_events
-from tests.core.test_limits import holdings, limit_sets
+from tests.core.test_limits import assert_within, limit_sets
 from tests.core.test_sleep import per_session
 from tests.helpers import up
 from xce_core import FairshareParams, SchedulerConfig, SchedulerCore, VirtualClock
@@ -138,10 +138,7 @@ async def test_speed_options_never_change_a_decision(
             if core.apply(event):
                 await core.run_session()
                 check_invariants(core)
-                for limit in limits:
-                    for key, (slots, jobs) in holdings(core, limit).items():
-                        assert limit.slots is None or slots <= limit.slots, (limit, key)
-                        assert limit.jobs is None or jobs <= limit.jobs, (limit, key)
+                assert_within(core, limits)
             out.extend(core.take_decisions())
         return out
 

@@ -94,27 +94,23 @@ class _Watch:
     by need (a heap of ``(need, gid)`` that may hold entries of groups woken
     since, rebuilt once they are as many as the sleepers)."""
 
-    __slots__ = ("members", "need", "needs", "select")
+    __slots__ = ("members", "needs", "select")
 
     def __init__(self, select: SelectExpr | None) -> None:
         self.select = select
-        self.members: dict[int, JobGroup] = {}
-        self.need: dict[int, int] = {}
+        self.members: dict[int, tuple[JobGroup, int]] = {}
         self.needs: list[tuple[int, int]] = []
 
     def add(self, group: JobGroup, need: int) -> None:
-        gid = group.gid
-        self.members[gid] = group
-        self.need[gid] = need
+        self.members[group.gid] = (group, need)
         needs = self.needs
-        heapq.heappush(needs, (need, gid))
+        heapq.heappush(needs, (need, group.gid))
         if len(needs) > 2 * len(self.members) + 32:
-            self.needs = [(n, g) for g, n in self.need.items()]
+            self.needs = [(n, gid) for gid, (_, n) in self.members.items()]
             heapq.heapify(self.needs)
 
     def remove(self, gid: int) -> bool:
         """Forget ``gid``; whether it was here."""
-        self.need.pop(gid, None)
         return self.members.pop(gid, None) is not None
 
 
@@ -206,9 +202,9 @@ class Sleepers:
         """Wake the groups sleeping on ``entry`` whose need is at most ``free``."""
         needs, members = entry.needs, entry.members
         while needs and needs[0][0] <= free:
-            group = members.get(heapq.heappop(needs)[1])
-            if group is not None:
-                self._wake(group)
+            member = members.get(heapq.heappop(needs)[1])
+            if member is not None:
+                self._wake(member[0])
 
     def wake_all(self) -> None:
         """Wake every sleeping group (a worker, queue or shared-resource event)."""

@@ -193,6 +193,7 @@ class ShareTreeState:
         self._uids = uids
         self._groups = spec.groups
         self.root = ShareNode("", 0, None, next(uids))
+        self._every: list[ShareNode] | None = None
         self._level(self.root, spec.shares, f"{where} shares", ())
 
     def _level(
@@ -241,6 +242,7 @@ class ShareTreeState:
     def _child(self, parent: ShareNode, name: str, shares: int) -> ShareNode:
         child = ShareNode(name, shares, parent, next(self._uids))
         parent.children.append(child)
+        self._every = None
         return child
 
     def account(self, user: str) -> tuple[ShareNode, bool]:
@@ -264,6 +266,14 @@ class ShareTreeState:
                 shares = node.default if node.default is not None else 0
                 leaf = node.users[user] = self._child(node, user, shares)
                 return leaf, True
+
+    def every(self) -> list[ShareNode]:
+        """Every node but the root, in no particular order: :meth:`nodes` kept
+        as a list until a node is added (a recalculation visits them all)."""
+        every = self._every
+        if every is None:
+            every = self._every = list(self.nodes())
+        return every
 
     def nodes(self) -> Iterator[ShareNode]:
         stack = list(self.root.children)
@@ -470,14 +480,41 @@ class Fairshare:
         """Every account's usage brought to ``now`` and into its priority (the
         caller re-keys the whole order)."""
         self.recalculated = now
+        decay = self._decay
+        run_time_factor = self.params.run_time_factor
+        run_job_factor = self.params.run_job_factor
+        # _advance, settled() and dynamic_priority() inline, each step's decay
+        # factor worked out once: every node is visited at every
+        # recalculation, and a replay of the NASA trace under fairshare
+        # recalculates at most sessions (about a fifth of its time went here:
+        # benchmarks/bench_simulate.py, the fairshare row). The same
+        # operations in the same order, so the same bits (a property test in
+        # tests/core/test_fairshare.py compares them with the functions).
+        kept_after: dict[float, float] = {}
         trees = [*self.queues.values(), self.cluster, self._implicit]
         for tree in trees:
             if tree is None:
                 continue
-            for node in tree.nodes():
-                self._advance(node, now)
-                node.frozen = settled(node.usage)
-                self._prioritise(node)
+            for node in tree.every():
+                dt = now - node.stamp
+                if dt > 0:
+                    node.stamp = now
+                    if decay:
+                        kept = kept_after.get(dt)
+                        if kept is None:
+                            kept = kept_after[dt] = math.exp(-decay * dt)
+                        node.usage = node.usage * kept + node.slots * (1.0 - kept) / decay
+                    else:
+                        node.usage += node.slots * dt
+                usage = node.usage
+                if 0.0 < usage < 1e300:
+                    split = usage * _SPLIT
+                    frozen = split - (split - usage)
+                else:
+                    frozen = settled(usage)
+                node.frozen = frozen
+                divisor = frozen / 3600 * run_time_factor + (1 + node.slots) * run_job_factor
+                node.priority = node.shares / divisor if divisor > 0 else node.shares * 1e12
         self._risen.clear()
 
     def take_risen(self) -> list[ShareNode]:

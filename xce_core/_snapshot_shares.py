@@ -83,6 +83,7 @@ def load_shares(
         tree.where = tree_record.where
         tree._uids = fairshare._uids
         tree._groups = {}
+        tree._every = None
         for n in tree_record.nodes:
             parent = nodes[n.parent] if n.parent >= 0 else None
             node = ShareNode(n.name, n.shares, parent, n.uid)

@@ -158,6 +158,83 @@ def test_usage_is_settled_to_36_bits_rounded_to_nearest_even(usage: float) -> No
     assert settled(usage) == exact
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    nodes=st.lists(
+        st.tuples(
+            st.one_of(
+                st.just(0.0),
+                st.floats(min_value=0.0, max_value=1e12, allow_nan=False),
+                st.floats(min_value=1e-320, max_value=1e-290),  # subnormal and near
+                st.floats(min_value=1e299, max_value=1e305),  # past the fast split
+            ),
+            st.integers(0, 10_000),  # slots held
+            st.sampled_from([0.0, 1.0, 37.5, 3600.0, 1e6]),  # seconds since its stamp
+            st.integers(0, 100),  # shares
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    hist_hours=st.sampled_from([0.0, 0.5, 5.0]),
+    run_time_factor=st.sampled_from([0.0, 0.7, 1.3]),
+    run_job_factor=st.sampled_from([0.0, 3.0]),
+)
+def test_a_recalculation_gives_what_advance_settled_and_the_formula_give(
+    nodes: list[tuple[float, int, float, int]],
+    hist_hours: float,
+    run_time_factor: float,
+    run_job_factor: float,
+) -> None:
+    """Fairshare.recalculate works the three rules out inline (for speed): for
+    any usage, slots, step and factors it leaves each account exactly as
+    Fairshare._advance, settled() and dynamic_priority() would, bit for bit."""
+    core = core_with(
+        ShareTree(shares=[(f"u{i}", n[3]) for i, n in enumerate(nodes)]),
+        hist_hours=hist_hours,
+        run_time_factor=run_time_factor,
+        run_job_factor=run_job_factor,
+    )
+    fairshare = core._fairshare
+    now = 2e6
+    expected = []
+    for i, (usage, slots, since, shares) in enumerate(nodes):
+        node = account(core, f"u{i}")
+        node.usage, node.slots, node.stamp = usage, slots, now - since
+        reference = ShareNode("reference", shares, None, -1)
+        reference.usage, reference.slots, reference.stamp = usage, slots, now - since
+        fairshare._advance(reference, now)
+        frozen = settled(reference.usage)
+        priority = dynamic_priority(shares, frozen / 3600, slots, fairshare.params)
+        expected.append((reference.usage, frozen, priority))
+    fairshare.recalculate(now)
+    for i in range(len(nodes)):
+        node = account(core, f"u{i}")
+        assert (node.usage, node.frozen, node.priority) == expected[i]
+        assert node.stamp == now
+
+
+async def test_an_account_made_after_a_recalculation_enters_the_next_one() -> None:
+    """Accounts are made as unlisted users first submit (``default`` shares);
+    every recalculation after that brings the new account's usage into its
+    priority as it does for the others."""
+    clock = VirtualClock()
+    core = core_with(ShareTree(shares=[("default", 1)]), clock, recalc_interval=0)
+    core.apply(up("h", slots=2))
+    core.apply(submit("a1", user="alice"))
+    assert await session(core) == ["a1"]  # a recalculation, alice's account only
+    clock.advance_to(HOUR)
+    core.apply(submit("b1", user="bob"))  # bob's account is made now
+    assert await session(core) == ["b1"]
+    clock.advance_to(2 * HOUR)
+    core.apply(JobFinished(job_id="b1"))
+    core.apply(JobFinished(job_id="a1"))
+    await session(core)
+    bob, alice = account(core, "bob"), account(core, "alice")
+    assert bob.frozen == settled(bob.usage) > 0
+    assert alice.frozen == settled(alice.usage) > bob.frozen
+    assert bob.priority > alice.priority
+
+
 # ------------------------------------------------------------ order
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import bisect
 import enum
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
+from types import MappingProxyType
 from typing import Any, TypeAlias
 
 from events import HostSlots
@@ -227,24 +228,11 @@ class WorkerValues:
         return None
 
 
-class _EmptyMapping(Mapping[Any, Any]):
-    """A shared, hashable, empty mapping (a dataclass default that allocates nothing)."""
-
-    def __getitem__(self, key: Any) -> Any:
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-    def __hash__(self) -> int:
-        return 0
-
-
-_EMPTY: Mapping[str, float] = _EmptyMapping()
-_EMPTY_FPS: Mapping[int, int] = _EmptyMapping()
+# Shared, read-only empty mappings (defaults that allocate nothing). A mapping
+# proxy answers get(), items() and len() in C: an ABC Mapping subclass took
+# three Python calls to iterate, once per job end (benchmarks/bench_simulate.py).
+_EMPTY: Mapping[str, float] = MappingProxyType({})
+_EMPTY_FPS: Mapping[int, int] = MappingProxyType({})
 
 
 class JobState(enum.Enum):

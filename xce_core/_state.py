@@ -18,6 +18,7 @@ from events import JobSubmitted, QueueConfig, SharedResource, WorkerUp
 from xce_core._errors import XceError
 from xce_core._fairgroup import FairGroup, Lanes
 from xce_core._model import (
+    _EMPTY,
     AMOUNT_TOLERANCE,
     DONE,
     PENDING,
@@ -573,7 +574,7 @@ class ClusterState:
             else:
                 self.shared_used.pop(name, None)
         job.claims = ()
-        job.shared_claims = {}
+        job.shared_claims = _EMPTY
         end = self.end_of.pop(job, None)
         if end is not None:
             self.ends.remove((end, job.seq, job))

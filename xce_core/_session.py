@@ -371,6 +371,20 @@ class SessionScratch:
             return ""
         return f" (no host defines {', '.join(map(repr, missing))})"
 
+    def _no_host_has(self, lacked: str) -> str:
+        """For a consumable hosts lack (or ``not enough slots``): `` (no host
+        defines 'gpu')`` when no usable host has it at all (a misspelt or
+        unknown resource in rusage[], as :meth:`_undefined` says for a
+        select), else ``''``. A name never defined needs no pass; else the
+        pass stops at the first host that has it."""
+        if lacked == "not enough slots":
+            return ""
+        if lacked in self.state.consumables and any(
+            w is not None and w.usable and lacked in w.resources for w in self.state.workers
+        ):
+            return ""
+        return f" (no host defines {lacked!r})"
+
     def explain(
         self, cset: CandidateSet, tasks: int, want: Want, select: SelectExpr | None = None
     ) -> PendReason:
@@ -452,7 +466,9 @@ class SessionScratch:
             category = Reason.RESOURCE_UNAVAILABLE
         else:
             category = Reason.NOT_ENOUGH_SLOTS
-        parts = [f"{_hosts(n)}: {what}" for what, n in counts.most_common()]
+        parts = [
+            f"{_hosts(n)}: {what}{self._no_host_has(what)}" for what, n in counts.most_common()
+        ]
         if full:
             parts.append(f"{_hosts(full)}: no free slot")
         if fitting and room < tasks:

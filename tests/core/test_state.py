@@ -368,6 +368,28 @@ async def test_a_select_on_a_name_no_host_defines_says_which() -> None:
     assert {r.reason for r in reasons.values()} == {"no_matching_host"}
 
 
+async def test_rusage_of_a_resource_no_host_defines_says_which() -> None:
+    # The rusage[] side of the test above: a resource no usable host has (one
+    # no worker ever defined, one only a host now down has) is named as such;
+    # one that hosts have but not enough of is not.
+    workers = [up("h1", 4, {"mem": 100.0}), up("h2", 4, {"mem": 50.0}), up("h3", 2, {"gpu": 1.0})]
+    out = await process_events(
+        [
+            *workers,
+            WorkerDown(name="h3"),
+            submit("typo", "rusage[mme=10]"),
+            submit("down", "rusage[gpu=1]"),
+            submit("short", "rusage[mem=500]"),
+            GO,
+        ]
+    )
+    reasons = pends(out)
+    assert reasons["typo"].detail == "2 hosts: mme (no host defines 'mme')"
+    assert reasons["down"].detail == "2 hosts: gpu (no host defines 'gpu')"
+    assert reasons["short"].detail == "2 hosts: mem"
+    assert {r.reason for r in reasons.values()} == {"resource_unavailable"}
+
+
 async def test_a_same_job_that_fits_only_across_unlike_hosts_says_same() -> None:
     # Four tasks, two a host: the two hosts together hold them, but they differ
     # in model, so same[model] is what keeps the job pending.

@@ -37,7 +37,19 @@ class SchedContext:
     limits too), so that no failure of it is cached for a shape.
     """
 
-    __slots__ = ("cap", "job", "journal", "mode", "reason", "session", "shared", "slots", "state")
+    __slots__ = (
+        "_kept",
+        "_own",
+        "cap",
+        "job",
+        "journal",
+        "mode",
+        "reason",
+        "session",
+        "shared",
+        "slots",
+        "state",
+    )
 
     def __init__(
         self,
@@ -55,6 +67,10 @@ class SchedContext:
         self.shared: dict[str, float] = {}
         self.reason: PendReason | None = None
         self.cap: int | None = None
+        # For distinct(): the journal this context keeps, and whether per-host
+        # rooms put entries in ``slots`` that are not claims.
+        self._own = self.journal
+        self._kept = False
 
     def __repr__(self) -> str:
         return f"SchedContext(job={self.job.job_id!r}, journal={self.journal!r})"
@@ -64,18 +80,20 @@ class SchedContext:
         batch of jobs). The old journal is not touched: a committed job keeps it."""
         self.job = job
         self.mode = _NORMAL
-        self.journal = []
+        self.journal = self._own = []
         if self.slots:
             self.slots = {}
         if self.shared:
             self.shared = {}
         self.reason = None
         self.cap = None
+        self._kept = False
 
     def keep_within(self, rooms: Mapping[str, int]) -> None:
         """Make each host named in ``rooms`` look to this attempt no freer than
         that many slots (per-host limits: tentative claims that are never
         committed, not in the journal). Before the attempt's first claim."""
+        self._kept = True
         by_name = self.state.by_name
         for host, room in rooms.items():
             worker = by_name.get(host)
@@ -83,6 +101,16 @@ class SchedContext:
                 free = worker.slots - worker.used_slots
                 if free > room:
                     self.slots[worker.index] = free - room
+
+    def distinct(self) -> bool:
+        """Whether no worker has two claims in ``journal`` (``False``: not
+        known). ``slots`` has one entry per worker claimed (rollbacks remove
+        what they undo), so equal counts say so, in O(1): unless per-host rooms
+        put entries there that are not claims (:meth:`keep_within`), or the
+        journal was replaced by one this context did not build."""
+        return (
+            self._own is self.journal and not self._kept and len(self.slots) == len(self.journal)
+        )
 
     @property
     def now(self) -> float:
@@ -146,7 +174,10 @@ class SchedContext:
 
     def claim(self, worker: Worker, slots: int, want: Want) -> None:
         """Tentatively take a bucket of ``slots`` tasks (and what ``want`` says it
-        takes) on ``worker``."""
+        takes) on ``worker``. Raises :class:`ValueError` for a bucket of no task
+        (a plugin's bug: the core's plans have positive buckets)."""
+        if slots < 1:
+            raise ValueError(f"a claim of {slots} slots on {worker.name}: a bucket has 1 or more")
         index = worker.index
         tentative = self.slots
         tentative[index] = tentative.get(index, 0) + slots
@@ -155,6 +186,8 @@ class SchedContext:
     def claim_many(self, workers: list[Worker], slots: int, want: Want) -> None:
         """:meth:`claim` a bucket of ``slots`` tasks on each of ``workers``
         (distinct), in order."""
+        if slots < 1:
+            raise ValueError(f"a claim of {slots} slots: a bucket has 1 or more")
         tentative = self.slots
         append = self.journal.append
         taken = need(want, slots) if want else ()

@@ -369,7 +369,7 @@ class SessionRunner(EventIntake):
     def _start(self, job: Job, ctx: SchedContext, stats: SessionStats) -> bool:
         """Commit a successful attempt (one synchronous step) and report it."""
         try:
-            self.state.commit(job, ctx.journal, ctx.shared, self.scratch.now)
+            self.state.commit(job, ctx.journal, ctx.shared, self.scratch.now, ctx.distinct())
         except Exception as exc:  # a bug, not bad input: keep running, say so
             self._pend_on_fault(job, exc, stats)
             return False

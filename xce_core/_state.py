@@ -613,10 +613,13 @@ class ClusterState:
         claims: list[tuple[Worker, int, tuple[tuple[str, float], ...]]],
         shared: dict[str, float],
         now: float = 0.0,
+        distinct: bool = False,
     ) -> None:
         """Start ``job`` with ``claims`` in one synchronous step (no await inside),
         at time ``now`` on the core's clock (its estimated end is ``now`` plus
-        its run limit, if it has one).
+        its run limit, if it has one). ``distinct``: the caller knows that no
+        worker has two claims (:meth:`SchedContext.distinct`), so they need no
+        merging and no pass to find out.
 
         Checks every host by the one fit rule (:meth:`_host_lacks`) as it takes it;
         a host that fails gives back the ones taken before it, exactly, and
@@ -628,7 +631,7 @@ class ClusterState:
             raise XceError(f"cannot start {job.job_id!r}: {problem}")
         # One (worker, slots, amounts) per host: a host claimed twice (compound
         # parts) is checked and charged for the sum.
-        per_host = self.per_host(claims)
+        per_host = claims if distinct else self.per_host(claims)
         job_id = job.job_id
         allocation: list[tuple[Worker, int]] = []
         amounts = False

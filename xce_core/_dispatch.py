@@ -144,17 +144,11 @@ class Dispatcher:
         free_total = session.free_total
         if free_total < lo:
             # Busy cluster: nothing can start, and saying why needs no host list.
-            # A licence that is gone as well is the more specific answer.
-            # (A plain primary takes no licence: no list to make.)
-            shortfalls = (
-                None
-                if prepared.plain
-                else [_shared_shortfall(u.shared(lo), ctx) for u in prepared.options]
+            # A licence that is gone as well is more specific than a full
+            # cluster (_licence_first: the same order as below).
+            ctx.reason = _licence_first(
+                session.explain_without_candidates(primary.select, lo), prepared, lo, ctx
             )
-            if shortfalls is not None and all(shortfalls):
-                ctx.reason = PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, shortfalls[0])
-            else:
-                ctx.reason = session.explain_without_candidates(primary.select, lo)
             return False
         allocator = self._par if hi > 1 else self._seq
         # The first reason an allocator gives for not placing a request (a
@@ -200,13 +194,39 @@ class Dispatcher:
                         return True
                     reason = reason or said
             if reason is None:
-                reason = _shape_said(
-                    primary,
+                # No count was tried (the candidates hold fewer than lo tasks),
+                # or none said why.
+                reason = _licence_first(
+                    _shape_said(
+                        primary,
+                        lo,
+                        session.explain(prepared.candidates, lo, usage.first_want, primary.select),
+                    ),
+                    prepared,
                     lo,
-                    session.explain(prepared.candidates, lo, usage.first_want, primary.select),
+                    ctx,
                 )
         ctx.reason = reason
         return False
+
+
+def _licence_first(
+    reason: PendReason, prepared: _Prepared, lo: int, ctx: SchedContext
+) -> PendReason:
+    """``reason`` for a primary that could not start, or, when it is about
+    capacity (hosts full or short of a consumable) and every way the primary
+    may take its licences finds one short for ``lo`` tasks, that licence:
+    where the job could run (no usable worker, no host its select matches)
+    comes first, then a licence, then capacity. The same order whether the
+    cluster is full or not, so a reason cached in one state is the one a
+    fresh attempt gives in the other (the cache property of
+    tests/core/test_limits.py found them differ)."""
+    if prepared.plain or reason.category not in _CAPACITY:
+        return reason
+    shortfalls = [_shared_shortfall(u.shared(lo), ctx) for u in prepared.options]
+    if all(shortfalls):
+        return PendReason(Reason.SHARED_RESOURCE_UNAVAILABLE, shortfalls[0])
+    return reason
 
 
 def _most(job: Job, ctx: SchedContext) -> int:

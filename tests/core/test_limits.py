@@ -336,15 +336,22 @@ async def test_the_cache_never_changes_a_decision_under_limits(
         events.append(event)
 
     def decided(out: list[Any]) -> list[tuple[list[Any], set[str]]]:
-        """Per session: its starts in order, and the jobs it pended."""
-        sessions: list[tuple[list[Any], set[str]]] = [([], set())]
+        """Per session: its starts in order, and the jobs told to pend so far
+        that have not started. (Not the jobs each session told: a job is told
+        again only when its category changes, so a category that differs by
+        design would show as a job told in one run and not the other.)"""
+        sessions: list[tuple[list[Any], set[str]]] = []
+        starts: list[Any] = []
+        waiting: set[str] = set()
         for d in out:
             if isinstance(d, JobAllocated):
-                sessions[-1][0].append((d.job_id, d.hosts))
+                starts.append((d.job_id, d.hosts))
+                waiting.discard(d.job_id)
             elif isinstance(d, JobPended):
-                sessions[-1][1].add(d.job_id)
+                waiting.add(d.job_id)
             elif isinstance(d, SessionEnd):
-                sessions.append(([], set()))
+                sessions.append((starts, set(waiting)))
+                starts = []
         return sessions
 
     cached = await process_events(events, core=SchedulerCore(SchedulerConfig()))

@@ -246,19 +246,22 @@ async def test_nothing_sleeps_under_strict_fifo_or_without_the_cache(fifo: bool)
 
 
 async def test_an_option_explained_before_a_commit_keeps_a_fragile_group_awake() -> None:
-    # Found by the property test: j0 fails its first option (no type b host:
-    # no_matching_host, cached for the session) and starts on its second; j1's
-    # first option is a cache hit with that reason, though with j0 running a
-    # fresh look says the licence is what is missing. Asleep or awake, session
-    # 2 must report the fresh category.
-    shape = "{select[type==b] rusage[lic=2]} || {span[hosts=1]}"
-    events: list[InputEvent] = [SharedResource(name="lic", total=0.0), up("w0", 1, type="a")]
+    # Found by the property test: j0 fails its first option (w0 has a free
+    # slot but too little mem: resource_unavailable, cached for the session)
+    # and starts on its second; j1's first option is a cache hit with that
+    # reason, though with j0 running a fresh look finds w0 full. Asleep or
+    # awake, session 2 must report the fresh category. (The test was found
+    # with a select no host matched beside a licence that was gone: the full
+    # and the not full cluster then gave different categories, which they no
+    # longer do: Dispatcher._attempt, _licence_first.)
+    shape = "{rusage[mem=20]} || {span[hosts=1]}"
+    events: list[InputEvent] = [up("w0", 1, {"mem": 10.0})]
     events += [submit("j0", shape, 3, min=1), submit("j1", shape, 3, min=1), GO, GO]
     for sleep in (True, False):
         out = await run(events, SchedulerCore(SchedulerConfig(sleep_blocked_groups=sleep)))
         assert [(d.session, d.reason) for d in out if isinstance(d, JobPended)] == [
-            (1, "no_matching_host"),
-            (2, "shared_resource_unavailable"),
+            (1, "resource_unavailable"),
+            (2, "not_enough_slots"),
         ]
 
 

@@ -390,6 +390,29 @@ async def test_rusage_of_a_resource_no_host_defines_says_which() -> None:
     assert {r.reason for r in reasons.values()} == {"resource_unavailable"}
 
 
+@pytest.mark.parametrize(
+    ("resreq", "tasks", "category"),
+    [
+        # No host of type c, and the licence gone: where it could run first.
+        ("select[type==c] rusage[lic=1]", 1, "no_matching_host"),
+        # The type a host holds one task of two, and the licence gone: the
+        # licence before capacity.
+        ("select[type==a] rusage[lic=1]", 2, "shared_resource_unavailable"),
+    ],
+)
+async def test_a_pend_category_does_not_depend_on_whether_the_cluster_is_full(
+    resreq: str, tasks: int, category: str
+) -> None:
+    # A full cluster is explained without building host lists, a cluster with
+    # free slots over the candidates; both give the same order of reasons (a
+    # cached reason found in one state is then the one a fresh attempt gives
+    # in the other: the cache property of test_limits.py found them differ).
+    hosts = [SharedResource(name="lic", total=0.0), up("a", 1, type="a"), up("b", 1, type="b")]
+    for fillers in ([], [submit("fa", "select[type==a]"), submit("fb", "select[type==b]")]):
+        out = await process_events([*hosts, *fillers, GO, submit("j", resreq, tasks), GO])
+        assert pends(out)["j"].reason == category, fillers
+
+
 async def test_a_same_job_that_fits_only_across_unlike_hosts_says_same() -> None:
     # Four tasks, two a host: the two hosts together hold them, but they differ
     # in model, so same[model] is what keeps the job pending.

@@ -369,7 +369,7 @@ class SessionScratch:
         ]
         if not missing:
             return ""
-        return f" (no host defines {', '.join(map(repr, missing))})"
+        return _defined_by_none(missing)
 
     def _no_host_has(self, lacked: str) -> str:
         """For a consumable hosts lack (or ``not enough slots``): `` (no host
@@ -377,13 +377,13 @@ class SessionScratch:
         unknown resource in rusage[], as :meth:`_undefined` says for a
         select), else ``''``. A name never defined needs no pass; else the
         pass stops at the first host that has it."""
-        if lacked == "not enough slots":
+        if lacked == _NO_SLOT:
             return ""
         if lacked in self.state.consumables and any(
             w is not None and w.usable and lacked in w.resources for w in self.state.workers
         ):
             return ""
-        return f" (no host defines {lacked!r})"
+        return _defined_by_none([lacked])
 
     def explain(
         self, cset: CandidateSet, tasks: int, want: Want, select: SelectExpr | None = None
@@ -458,8 +458,8 @@ class SessionScratch:
                 fitting += 1
                 room += fit(w, want)
             else:
-                counts["not enough slots" if lacks == SLOTS else lacks] += 1
-        resource_short = sum(n for what, n in counts.items() if what != "not enough slots")
+                counts[_NO_SLOT if lacks == SLOTS else lacks] += 1
+        resource_short = sum(n for what, n in counts.items() if what != _NO_SLOT)
         # Hosts that have room but lack a consumable are what a user can act on
         # (ask for less); otherwise the hosts are simply full or too fragmented.
         if resource_short and fitting < tasks:
@@ -489,6 +489,15 @@ class SessionScratch:
 
 def _index(worker: Worker) -> int:
     return worker.index
+
+
+# What an explanation counts a host under when its free slots are too few.
+_NO_SLOT = "not enough slots"
+
+
+def _defined_by_none(names: list[str]) -> str:
+    """The detail's note for names no usable host defines (select or rusage)."""
+    return f" (no host defines {', '.join(map(repr, names))})"
 
 
 def _hosts(n: int) -> str:
